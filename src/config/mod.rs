@@ -1,0 +1,1 @@
+//! Configuration (CONTRACTS section 9). Filled in by the config work.

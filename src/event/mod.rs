@@ -1,0 +1,198 @@
+//! The event contract (CONTRACTS section 2): types, units, and the JSON shape.
+//!
+//! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`.
+
+pub mod parse;
+pub mod schema2;
+
+use serde::{Deserialize, Serialize};
+
+/// 1 g in m/s2 (CONTRACTS section 2).
+pub const STANDARD_GRAVITY: f64 = 9.806_65;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockState {
+    Synced,
+    Holdover,
+    Unsynced,
+    Stepped,
+    Unknown,
+}
+
+/// Evidence of how far `ts_ms` can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Clock {
+    pub state: ClockState,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub err_ms: Option<u32>,
+}
+
+impl Clock {
+    pub const UNKNOWN: Clock = Clock { state: ClockState::Unknown, err_ms: None };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Metric {
+    #[serde(rename = "accel_rms")]
+    AccelRms,
+    #[serde(rename = "velocity_rms")]
+    VelocityRms,
+    #[serde(rename = "accel_peak")]
+    AccelPeak,
+}
+
+impl Metric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::AccelRms => "accel_rms",
+            Metric::VelocityRms => "velocity_rms",
+            Metric::AccelPeak => "accel_peak",
+        }
+    }
+    /// Whether `unit` measures this metric (acceleration in g or m/s2, velocity in mm/s).
+    pub fn fits(self, unit: Unit) -> bool {
+        match self {
+            Metric::AccelRms | Metric::AccelPeak => matches!(unit, Unit::G | Unit::Ms2),
+            Metric::VelocityRms => unit == Unit::MmS,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Unit {
+    #[serde(rename = "g")]
+    G,
+    #[serde(rename = "m/s2")]
+    Ms2,
+    #[serde(rename = "mm/s")]
+    MmS,
+}
+
+impl Unit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::G => "g",
+            Unit::Ms2 => "m/s2",
+            Unit::MmS => "mm/s",
+        }
+    }
+    /// Converts `value` in `self` to `to`; `None` when the two do not convert
+    /// (velocity and acceleration never do).
+    pub fn convert(self, value: f64, to: Unit) -> Option<f64> {
+        match (self, to) {
+            (a, b) if a == b => Some(value),
+            (Unit::G, Unit::Ms2) => Some(value * STANDARD_GRAVITY),
+            (Unit::Ms2, Unit::G) => Some(value / STANDARD_GRAVITY),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quality {
+    Good,
+    Uncertain,
+    Bad,
+}
+
+/// Where the raw samples behind an event are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SampleRef {
+    pub block_seq: u64,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+/// A validated event. Schema 2 events are upcast to this scalar form on parse; `schema` keeps the
+/// version the event arrived in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub event_id: String,
+    pub machine: String,
+    pub sensor: String,
+    pub seq: u64,
+    pub ts_ms: i64,
+    pub clock: Clock,
+    pub metric: Metric,
+    pub value: f64,
+    pub unit: Unit,
+    pub schema: u32,
+    pub quality: Quality,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub samples: Option<SampleRef>,
+}
+
+impl Event {
+    /// A 64-bit fingerprint of everything but `event_id`, used to tell a duplicate (same content)
+    /// from an id conflict (different content). FNV-1a over a canonical encoding: stable across
+    /// runs and platforms, so replays decide the same.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv::new();
+        h.bytes(self.machine.as_bytes());
+        h.bytes(&[0xff]);
+        h.bytes(self.sensor.as_bytes());
+        h.bytes(&[0xff]);
+        h.bytes(&self.seq.to_le_bytes());
+        h.bytes(&self.ts_ms.to_le_bytes());
+        h.bytes(&[self.clock.state as u8]);
+        h.bytes(&self.clock.err_ms.map_or(u64::MAX, u64::from).to_le_bytes());
+        h.bytes(&[self.metric as u8, self.unit as u8, self.quality as u8]);
+        h.bytes(&self.value.to_bits().to_le_bytes());
+        h.bytes(&self.schema.to_le_bytes());
+        match self.samples {
+            None => h.bytes(&[0]),
+            Some(s) => {
+                h.bytes(&[1]);
+                h.bytes(&s.block_seq.to_le_bytes());
+                h.bytes(&s.from_ms.to_le_bytes());
+                h.bytes(&s.to_ms.to_le_bytes());
+            }
+        }
+        h.0
+    }
+}
+
+struct Fnv(u64);
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 ^= u64::from(x);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// True when `s` is 1..=64 bytes of `[A-Za-z0-9_.-]` (machine and sensor names).
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn g_and_ms2_convert_both_ways_velocity_never() {
+        assert_eq!(Unit::G.convert(1.0, Unit::Ms2), Some(9.80665));
+        assert_eq!(Unit::Ms2.convert(9.80665, Unit::G), Some(1.0));
+        assert_eq!(Unit::MmS.convert(1.0, Unit::G), None);
+        assert_eq!(Unit::G.convert(1.0, Unit::MmS), None);
+    }
+
+    #[test]
+    fn identifiers() {
+        assert!(is_identifier("press-7"));
+        assert!(is_identifier("a.b_c-9"));
+        assert!(!is_identifier(""));
+        assert!(!is_identifier("press 7"));
+        assert!(!is_identifier(&"x".repeat(65)));
+        assert!(!is_identifier("prëss"));
+    }
+}

@@ -1,0 +1,1 @@
+//! Event parsing and validation. Filled in by the parsing work.

@@ -1,0 +1,23 @@
+//! linegate: an edge gateway for industrial vibration monitoring.
+//!
+//! Stages, as in ARCHITECTURE.md: `trace` (a recorded source) → `stamp` (sequence numbers, feature
+//! extraction) → `rule` (the pure decision core) → outputs. `event` and `quarantine` hold the
+//! contracts every stage shares; `config` the configuration.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms, unused_must_use)]
+#![warn(
+    missing_debug_implementations,
+    unreachable_pub,
+    clippy::dbg_macro,
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::todo,
+    clippy::unimplemented
+)]
+
+pub mod config;
+pub mod event;
+pub mod quarantine;
+pub mod rule;
+pub mod stamp;
+pub mod trace;

@@ -1,0 +1,1 @@
+//! The pure decision core. Filled in by the rule work.

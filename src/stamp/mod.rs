@@ -1,0 +1,1 @@
+//! Stamping and feature extraction. Filled in by the stamp work.

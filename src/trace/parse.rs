@@ -1,0 +1,1 @@
+//! Trace line parsing. Filled in by the parsing work.
