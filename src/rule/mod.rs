@@ -1,1 +1,354 @@
-//! The pure decision core. Filled in by the rule work.
+//! The pure decision core (CONTRACTS sections 4 and 5): dedup, watermarks, lateness, incidents
+//! and alert records. No tokio, no I/O, no wall clock: every call takes the ingest time.
+//!
+//! Order of decisions for one event arriving at ingest time `at`:
+//! 1. ingest time advances to `at` (never backwards: an earlier `at` counts as the current time);
+//!    sensors past their idle timeout go idle and their machines' watermarks move — records of
+//!    this step have `caused_by: null`;
+//! 2. `ts_ms > at + max_future` → quarantined `clock_future`;
+//! 3. an `event_id` already remembered → duplicate (same content) or `id_conflict`;
+//! 4. `ts_ms < machine watermark - allowed_lateness` → too late (accepted, never applied);
+//!    `ts_ms < machine watermark` → late, applied; otherwise applied;
+//! 5. an applied event of the rule's metric, of a counted quality, at or above the machine's
+//!    threshold (compared in the rule's unit) joins the machine's incident book;
+//! 6. the sensor's watermark, then the machine's, move; what became due is published.
+
+pub mod alert;
+pub mod dedup;
+pub mod incidents;
+pub mod watermark;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+
+use crate::event::{Event, Metric, Quality, Unit};
+use crate::quarantine::{Reason, Rejection};
+use alert::{AlertRecord, EvidenceItem};
+use dedup::{Dedup, Seen};
+use incidents::{Ctx, IncidentBook};
+use watermark::{BoundMode, SensorClock};
+
+/// What the rule needs to know, independent of where it came from (see `Params::from_config`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    pub gateway: String,
+    pub rule_name: String,
+    pub metric: Metric,
+    pub unit: Unit,
+    pub threshold: f64,
+    pub thresholds: BTreeMap<String, f64>,
+    pub window_ms: i64,
+    pub count: u32,
+    pub count_quality: Vec<Quality>,
+    pub early: bool,
+    pub bound: BoundMode,
+    pub allowed_lateness_ms: i64,
+    pub idle_timeout_ms: i64,
+    pub max_future_ms: i64,
+}
+
+impl Params {
+    /// The defaults of CONTRACTS section 9.
+    pub fn defaults(gateway: &str) -> Self {
+        Params {
+            gateway: gateway.to_string(),
+            rule_name: "high-vibration".into(),
+            metric: Metric::AccelRms,
+            unit: Unit::G,
+            threshold: 0.5,
+            thresholds: BTreeMap::new(),
+            window_ms: 120_000,
+            count: 3,
+            count_quality: vec![Quality::Good, Quality::Uncertain],
+            early: false,
+            bound: BoundMode::Fixed(5_000),
+            allowed_lateness_ms: 600_000,
+            idle_timeout_ms: 30_000,
+            max_future_ms: 5_000,
+        }
+    }
+}
+
+/// What became of one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Applied,
+    LateApplied,
+    TooLate,
+    Duplicate,
+    Rejected(Rejection),
+}
+
+impl Verdict {
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, Verdict::Applied | Verdict::LateApplied | Verdict::TooLate)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Machine {
+    name: String,
+    threshold: f64,
+    sensor_index: HashMap<String, u32>,
+    sensors: Vec<SensorClock>,
+    in_heap: Vec<bool>,
+    idle: Vec<bool>,
+    idle_count: usize,
+    wm: i64,
+    book: IncidentBook,
+}
+
+/// Sizes of the rule state, for the boundedness checks and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateSize {
+    pub machines: usize,
+    pub sensors: usize,
+    pub high_events: usize,
+    pub incidents: usize,
+    pub members: usize,
+    pub dedup_ids: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Engine {
+    p: Params,
+    now: i64,
+    machines: Vec<Machine>,
+    by_name: HashMap<String, u32>,
+    dedup: Dedup,
+    /// (deadline, machine, sensor): when a sensor may go idle; checked lazily.
+    deadlines: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// Machines with an idle sensor: their watermark moves with ingest time.
+    time_driven: BTreeSet<u32>,
+}
+
+impl Engine {
+    pub fn new(p: Params) -> Self {
+        Engine {
+            p,
+            now: i64::MIN,
+            machines: Vec::new(),
+            by_name: HashMap::new(),
+            dedup: Dedup::default(),
+            deadlines: BinaryHeap::new(),
+            time_driven: BTreeSet::new(),
+        }
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.p
+    }
+
+    /// Current ingest time (`i64::MIN` before the first arrival).
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// The machine's watermark, if the machine is known and has one.
+    pub fn watermark(&self, machine: &str) -> Option<i64> {
+        let m = &self.machines[*self.by_name.get(machine)? as usize];
+        (m.wm != i64::MIN).then_some(m.wm)
+    }
+
+    /// Machines in first-seen order with their watermarks.
+    pub fn watermarks(&self) -> impl Iterator<Item = (&str, Option<i64>)> {
+        self.machines.iter().map(|m| (m.name.as_str(), (m.wm != i64::MIN).then_some(m.wm)))
+    }
+
+    pub fn state_size(&self) -> StateSize {
+        StateSize {
+            machines: self.machines.len(),
+            sensors: self.machines.iter().map(|m| m.sensors.len()).sum(),
+            high_events: self.machines.iter().map(|m| m.book.high_len()).sum(),
+            incidents: self.machines.iter().map(|m| m.book.incidents().count()).sum(),
+            members: self.machines.iter().map(|m| m.book.member_len()).sum(),
+            dedup_ids: self.dedup.len(),
+        }
+    }
+
+    /// Ingest time passes with no record (a trace `tick`, or the daemon's timer).
+    pub fn tick(&mut self, at: i64, out: &mut Vec<AlertRecord>) {
+        self.advance_to(at, out);
+    }
+
+    /// One event, validated by the parser, arriving at ingest time `at`.
+    pub fn on_event(&mut self, at: i64, ev: &Event, out: &mut Vec<AlertRecord>) -> Verdict {
+        self.advance_to(at, out);
+        let now = self.now;
+        if ev.ts_ms > now.saturating_add(self.p.max_future_ms) {
+            return Verdict::Rejected(Rejection::new(
+                Reason::ClockFuture,
+                format!(
+                    "event {} ts_ms {} is {} ms ahead of ingest time {} (max_future {} ms)",
+                    ev.event_id,
+                    ev.ts_ms,
+                    ev.ts_ms - now,
+                    now,
+                    self.p.max_future_ms
+                ),
+            ));
+        }
+        let fingerprint = ev.fingerprint();
+        let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
+        match self.dedup.check(&ev.event_id, fingerprint, |m| horizon_of(machines, lateness, m)) {
+            Seen::Duplicate => return Verdict::Duplicate,
+            Seen::Conflict => {
+                return Verdict::Rejected(Rejection::new(
+                    Reason::IdConflict,
+                    format!("event_id {} was accepted before with different content", ev.event_id),
+                ))
+            }
+            Seen::New => {}
+        }
+        let mi = self.machine_index(&ev.machine);
+        let m = &self.machines[mi as usize];
+        let late = ev.ts_ms < m.wm;
+        let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
+        if !too_late {
+            self.dedup.remember(&ev.event_id, fingerprint, ev.ts_ms, mi);
+            if self.is_high(mi, ev) {
+                let m = &mut self.machines[mi as usize];
+                let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
+                m.book.add(EvidenceItem::of(ev), &ctx, out);
+            }
+        }
+        self.observe(mi, ev, now);
+        self.refresh(mi, Some(&ev.event_id), out);
+        let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
+        self.dedup.maybe_sweep(|m| horizon_of(machines, lateness, m));
+        if too_late {
+            Verdict::TooLate
+        } else if late {
+            Verdict::LateApplied
+        } else {
+            Verdict::Applied
+        }
+    }
+
+    fn machine_index(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.by_name.get(name) {
+            return i;
+        }
+        let i = self.machines.len() as u32;
+        let threshold = self.p.thresholds.get(name).copied().unwrap_or(self.p.threshold);
+        self.machines.push(Machine {
+            name: name.to_string(),
+            threshold,
+            sensor_index: HashMap::new(),
+            sensors: Vec::new(),
+            in_heap: Vec::new(),
+            idle: Vec::new(),
+            idle_count: 0,
+            wm: i64::MIN,
+            book: IncidentBook::default(),
+        });
+        self.by_name.insert(name.to_string(), i);
+        i
+    }
+
+    fn is_high(&self, mi: u32, ev: &Event) -> bool {
+        ev.metric == self.p.metric
+            && self.p.count_quality.contains(&ev.quality)
+            && ev
+                .unit
+                .convert(ev.value, self.p.unit)
+                .is_some_and(|v| v >= self.machines[mi as usize].threshold)
+    }
+
+    fn observe(&mut self, mi: u32, ev: &Event, now: i64) {
+        let (bound, idle_timeout) = (self.p.bound, self.p.idle_timeout_ms);
+        let m = &mut self.machines[mi as usize];
+        let si = match m.sensor_index.get(&ev.sensor) {
+            Some(&s) => s,
+            None => {
+                let s = m.sensors.len() as u32;
+                m.sensor_index.insert(ev.sensor.clone(), s);
+                m.sensors.push(SensorClock::new(bound, now));
+                m.in_heap.push(false);
+                m.idle.push(false);
+                s
+            }
+        } as usize;
+        m.sensors[si].observe(ev.ts_ms, now, bound, idle_timeout);
+        if m.idle[si] {
+            m.idle[si] = false;
+            m.idle_count -= 1;
+            if m.idle_count == 0 {
+                self.time_driven.remove(&mi);
+            }
+        }
+        if !m.in_heap[si] {
+            m.in_heap[si] = true;
+            self.deadlines.push(Reverse((now.saturating_add(idle_timeout), mi, si as u32)));
+        }
+    }
+
+    /// Recomputes a machine's watermark and publishes what became due.
+    fn refresh(&mut self, mi: u32, caused_by: Option<&str>, out: &mut Vec<AlertRecord>) {
+        let now = self.now;
+        let m = &mut self.machines[mi as usize];
+        let wm = watermark::machine_watermark(m.sensors.iter(), now, self.p.idle_timeout_ms);
+        if wm <= m.wm {
+            return;
+        }
+        m.wm = wm;
+        let ctx = ctx(&self.p, &m.name, wm, now, caused_by, false);
+        m.book.advance(&ctx, self.p.allowed_lateness_ms, out);
+    }
+
+    /// Moves ingest time forward to `at` and lets idleness move watermarks.
+    pub fn advance_to(&mut self, at: i64, out: &mut Vec<AlertRecord>) {
+        if at <= self.now {
+            return;
+        }
+        self.now = at;
+        let idle_timeout = self.p.idle_timeout_ms;
+        while let Some(&Reverse((due, mi, si))) = self.deadlines.peek() {
+            if due > at {
+                break;
+            }
+            self.deadlines.pop();
+            let m = &mut self.machines[mi as usize];
+            let real_due = m.sensors[si as usize].last_ingest.saturating_add(idle_timeout);
+            if real_due > at {
+                self.deadlines.push(Reverse((real_due, mi, si)));
+            } else {
+                m.in_heap[si as usize] = false;
+                m.idle[si as usize] = true;
+                m.idle_count += 1;
+                self.time_driven.insert(mi);
+            }
+        }
+        let driven: Vec<u32> = self.time_driven.iter().copied().collect();
+        for mi in driven {
+            self.refresh(mi, None, out);
+        }
+    }
+}
+
+/// Events before a machine's horizon (`watermark - allowed_lateness`) are too late.
+fn horizon_of(machines: &[Machine], allowed_lateness_ms: i64, m: u32) -> i64 {
+    machines.get(m as usize).map_or(i64::MIN, |m| m.wm.saturating_sub(allowed_lateness_ms))
+}
+
+fn ctx<'a>(
+    p: &'a Params,
+    machine: &'a str,
+    wm: i64,
+    now: i64,
+    caused_by: Option<&'a str>,
+    late: bool,
+) -> Ctx<'a> {
+    Ctx {
+        gateway: &p.gateway,
+        rule: &p.rule_name,
+        machine,
+        window_ms: p.window_ms,
+        count: p.count as usize,
+        early: p.early,
+        wm,
+        now,
+        caused_by,
+        late,
+    }
+}
