@@ -316,7 +316,7 @@ fn sync(inc: &mut Incident, ctx: &Ctx<'_>, out: &mut Vec<AlertRecord>) {
     let closed_before = p.end.is_some();
     let changed = inc.onset != p.onset
         || n_evidence != p.n_evidence
-        || p.provisional != !confirmed
+        || p.provisional == confirmed
         || ((closed_before || ctx.late) && (n_also != p.n_also || end_known != p.end));
     let closing = !closed_before && end_known.is_some();
     if !changed && !closing {
