@@ -1,1 +1,639 @@
-//! Configuration (CONTRACTS section 9). Filled in by the config work.
+//! Configuration (CONTRACTS section 9): a TOML file turned into validated, typed settings.
+//!
+//! Two layers. `raw` is exactly the TOML shape (every key optional, unknown keys rejected by
+//! serde); the `validate_*` functions below turn each section into the public types, filling in
+//! defaults and rejecting impossible values. Every error names the file, the dotted key path
+//! (`time.idle_timeout`, `rule.machines.press-7.threshold`, `source[0].speed`) and why.
+//!
+//! Durations are human strings (`"500ms"`, `"5s"`, `"2m"`) stored as whole milliseconds.
+//! Relative paths (`store.path`, `source[i].path`) are kept as written: they are relative to the
+//! daemon's working directory, not to the config file.
+
+mod duration;
+mod raw;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::event::{is_identifier, Metric, Quality, Unit};
+use raw::{
+    RawConfig, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore, RawTime,
+    RawTraceSource,
+};
+
+/// The whole validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub gateway: GatewayConfig,
+    pub rule: RuleConfig,
+    pub time: TimeConfig,
+    pub store: StoreConfig,
+    pub mqtt: MqttConfig,
+    pub metrics: MetricsConfig,
+    /// `[[source]]` entries in file order; may be empty.
+    pub source: Vec<SourceConfig>,
+}
+
+/// `[gateway]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayConfig {
+    /// Required; an identifier (`[A-Za-z0-9_.-]`, 1..=64 bytes).
+    pub id: String,
+}
+
+/// `[rule]` (CONTRACTS section 4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleConfig {
+    /// The rule's name as written into alert records; an identifier.
+    pub name: String,
+    pub metric: Metric,
+    /// The unit `threshold` is in; fits `metric`.
+    pub unit: Unit,
+    /// Default threshold, finite and >= 0; see [`RuleConfig::threshold_for`].
+    pub threshold: f64,
+    /// Key `window`; > 0.
+    pub window_ms: i64,
+    /// >= 1.
+    pub count: u32,
+    /// The qualities that count; non-empty, no duplicates.
+    pub count_quality: Vec<Quality>,
+    pub early: bool,
+    /// `[rule.machines.NAME]` overrides; every NAME is an identifier.
+    pub machines: BTreeMap<String, MachineRule>,
+}
+
+/// `[rule.machines.NAME]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineRule {
+    /// Overrides `rule.threshold` for this machine; finite and >= 0.
+    pub threshold: Option<f64>,
+}
+
+impl RuleConfig {
+    /// The threshold for `machine`: its override, or the rule's default.
+    pub fn threshold_for(&self, machine: &str) -> f64 {
+        self.machines.get(machine).and_then(|m| m.threshold).unwrap_or(self.threshold)
+    }
+}
+
+impl Default for RuleConfig {
+    fn default() -> Self {
+        RuleConfig {
+            name: "high-vibration".to_owned(),
+            metric: Metric::AccelRms,
+            unit: Unit::G,
+            threshold: 0.5,
+            window_ms: 120_000,
+            count: 3,
+            count_quality: vec![Quality::Good, Quality::Uncertain],
+            early: false,
+            machines: BTreeMap::new(),
+        }
+    }
+}
+
+/// `time.watermark_bound`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatermarkBound {
+    /// A fixed bound in milliseconds (>= 0).
+    Fixed(i64),
+    /// Measured lateness quantile, clamped to `[auto_bound_min, auto_bound_max]`.
+    Auto,
+}
+
+/// `[time]` (CONTRACTS section 5). All durations in milliseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeConfig {
+    pub watermark_bound: WatermarkBound,
+    pub allowed_lateness_ms: i64,
+    /// > 0.
+    pub idle_timeout_ms: i64,
+    pub max_future_ms: i64,
+    pub auto_bound_min_ms: i64,
+    /// >= `auto_bound_min_ms`.
+    pub auto_bound_max_ms: i64,
+    /// In (0, 1].
+    pub auto_bound_quantile: f64,
+}
+
+impl Default for TimeConfig {
+    fn default() -> Self {
+        TimeConfig {
+            watermark_bound: WatermarkBound::Fixed(5_000),
+            allowed_lateness_ms: 600_000,
+            idle_timeout_ms: 30_000,
+            max_future_ms: 5_000,
+            auto_bound_min_ms: 1_000,
+            auto_bound_max_ms: 60_000,
+            auto_bound_quantile: 0.99,
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreConfig {
+    /// The store's directory; non-empty.
+    pub path: PathBuf,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { path: PathBuf::from("/var/lib/linegate") }
+    }
+}
+
+/// `[mqtt]` (CONTRACTS section 10).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MqttConfig {
+    /// Non-empty, no whitespace.
+    pub host: String,
+    /// 1..=65535.
+    pub port: u16,
+    /// Topic prefix: non-empty, no `+`, `#`, NUL, no leading or trailing `/`.
+    pub prefix: String,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        MqttConfig { host: "127.0.0.1".to_owned(), port: 1883, prefix: "linegate".to_owned() }
+    }
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsConfig {
+    /// Parses as a `SocketAddr` (checked at load).
+    pub listen: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { listen: "127.0.0.1:9898".to_owned() }
+    }
+}
+
+/// One `[[source]]`, tagged by its `kind` key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceConfig {
+    /// `kind = "trace"`: a recorded trace file (CONTRACTS section 8).
+    Trace(TraceSource),
+}
+
+/// `[[source]]` with `kind = "trace"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceSource {
+    /// Required, non-empty.
+    pub path: PathBuf,
+    /// 0: as fast as the pipeline takes it; 1.0: real time by `at`. Finite, >= 0.
+    pub speed: f64,
+}
+
+/// Why a configuration could not be loaded. Display names the file, the key path and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{origin}: cannot read config file: {source}")]
+    Read {
+        origin: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML.
+    #[error("{origin}{}: TOML syntax error: {message}", line_suffix(*.line))]
+    Syntax { origin: String, line: Option<usize>, message: String },
+    /// A key is unknown, has the wrong type, is missing, or has an impossible value.
+    #[error("{origin}{}: key `{key}`: {reason}", line_suffix(*.line))]
+    Invalid { origin: String, key: String, line: Option<usize>, reason: String },
+}
+
+fn line_suffix(line: Option<usize>) -> String {
+    line.map(|l| format!(":{l}")).unwrap_or_default()
+}
+
+impl ConfigError {
+    /// The file (or other origin) the error is about.
+    pub fn origin(&self) -> &str {
+        match self {
+            ConfigError::Read { origin, .. }
+            | ConfigError::Syntax { origin, .. }
+            | ConfigError::Invalid { origin, .. } => origin,
+        }
+    }
+
+    /// The dotted key path, for errors about a key.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Read { .. } | ConfigError::Syntax { .. } => None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the TOML file at `path`; errors name the path as given.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { origin: origin.clone(), source })?;
+        Config::from_toml(&text, &origin)
+    }
+
+    /// Parses and validates TOML `text`; `origin` (a file name) is used in error messages.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let ctx = Ctx { origin };
+        let raw: RawConfig = ctx.deserialize(toml::Deserializer::new(text), "", Some(text))?;
+        ctx.validate(raw)
+    }
+
+    /// Every default, with gateway `gateway_id` (not checked here) and no sources. Equal to what
+    /// `from_toml` yields for a file holding only `[gateway] id = ...`.
+    pub fn for_replay_defaults(gateway_id: &str) -> Config {
+        Config {
+            gateway: GatewayConfig { id: gateway_id.to_owned() },
+            rule: RuleConfig::default(),
+            time: TimeConfig::default(),
+            store: StoreConfig::default(),
+            mqtt: MqttConfig::default(),
+            metrics: MetricsConfig::default(),
+            source: Vec::new(),
+        }
+    }
+}
+
+/// Source kinds the contracts name; only `trace` is built so far.
+const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace"];
+
+struct Ctx<'a> {
+    origin: &'a str,
+}
+
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
+
+impl Ctx<'_> {
+    fn err(&self, key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.origin.to_owned(),
+            key: key.into(),
+            line: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// Deserializes a raw struct, turning serde's error into one with the full key path
+    /// (`prefix` + the path inside) and, when `text` is the source and toml knows the span, a line.
+    fn deserialize<'de, D, T>(&self, de: D, prefix: &str, text: Option<&str>) -> Result<T>
+    where
+        D: serde::Deserializer<'de, Error = toml::de::Error>,
+        T: Deserialize<'de>,
+    {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = join_path(prefix, e.path());
+            let inner = e.into_inner();
+            let line = text.zip(inner.span()).map(|(t, span)| line_of(t, span.start));
+            let message = inner.message().trim_end().replace('\n', "; ");
+            if key.is_empty() {
+                ConfigError::Syntax { origin: self.origin.to_owned(), line, message }
+            } else {
+                ConfigError::Invalid { origin: self.origin.to_owned(), key, line, reason: message }
+            }
+        })
+    }
+
+    fn validate(&self, raw: RawConfig) -> Result<Config> {
+        Ok(Config {
+            gateway: self.validate_gateway(raw.gateway)?,
+            rule: self.validate_rule(raw.rule.unwrap_or_default())?,
+            time: self.validate_time(raw.time.unwrap_or_default())?,
+            store: self.validate_store(raw.store.unwrap_or_default())?,
+            mqtt: self.validate_mqtt(raw.mqtt.unwrap_or_default())?,
+            metrics: self.validate_metrics(raw.metrics.unwrap_or_default())?,
+            source: self.validate_sources(raw.source.unwrap_or_default())?,
+        })
+    }
+
+    fn validate_gateway(&self, raw: Option<RawGateway>) -> Result<GatewayConfig> {
+        let Some(id) = raw.and_then(|g| g.id) else {
+            return Err(self.err("gateway.id", "missing; every gateway needs an id"));
+        };
+        if !is_identifier(&id) {
+            return Err(self.err("gateway.id", not_identifier("gateway id", &id)));
+        }
+        Ok(GatewayConfig { id })
+    }
+
+    fn validate_rule(&self, raw: RawRule) -> Result<RuleConfig> {
+        let d = RuleConfig::default();
+        let name = raw.name.unwrap_or(d.name);
+        if !is_identifier(&name) {
+            return Err(self.err("rule.name", not_identifier("rule name", &name)));
+        }
+        let metric = raw.metric.unwrap_or(d.metric);
+        // Velocity is only ever in mm/s, so its unit need not be spelled out.
+        let unit =
+            raw.unit.unwrap_or(if metric == Metric::VelocityRms { Unit::MmS } else { d.unit });
+        if !metric.fits(unit) {
+            return Err(self.err(
+                "rule.unit",
+                format!(
+                    "unit \"{}\" does not fit metric \"{}\" (acceleration is in \"g\" or \"m/s2\", \
+                     velocity in \"mm/s\")",
+                    unit.as_str(),
+                    metric.as_str()
+                ),
+            ));
+        }
+        let threshold =
+            self.non_negative("rule.threshold", raw.threshold.unwrap_or(d.threshold))?;
+        let window_ms = self.duration("rule.window", raw.window.as_deref(), d.window_ms)?;
+        if window_ms <= 0 {
+            return Err(self.err("rule.window", "must be longer than 0"));
+        }
+        let count = match raw.count {
+            None => d.count,
+            Some(c) => u32::try_from(c)
+                .ok()
+                .filter(|&c| c >= 1)
+                .ok_or_else(|| self.err("rule.count", format!("must be 1 or more, got {c}")))?,
+        };
+        let count_quality = raw.count_quality.unwrap_or(d.count_quality);
+        if count_quality.is_empty() {
+            return Err(self.err("rule.count_quality", "must list at least one quality"));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, q) in count_quality.iter().enumerate() {
+            if !seen.insert(*q) {
+                return Err(self.err(
+                    format!("rule.count_quality[{i}]"),
+                    format!("quality \"{}\" is listed twice", quality_name(*q)),
+                ));
+            }
+        }
+        let mut machines = BTreeMap::new();
+        for (machine, RawMachineRule { threshold }) in raw.machines.unwrap_or_default() {
+            let key = format!("rule.machines.{machine}");
+            if !is_identifier(&machine) {
+                return Err(self.err(key, not_identifier("machine name", &machine)));
+            }
+            let threshold =
+                threshold.map(|t| self.non_negative(&format!("{key}.threshold"), t)).transpose()?;
+            machines.insert(machine, MachineRule { threshold });
+        }
+        Ok(RuleConfig {
+            name,
+            metric,
+            unit,
+            threshold,
+            window_ms,
+            count,
+            count_quality,
+            early: raw.early.unwrap_or(d.early),
+            machines,
+        })
+    }
+
+    fn validate_time(&self, raw: RawTime) -> Result<TimeConfig> {
+        let d = TimeConfig::default();
+        let watermark_bound = match raw.watermark_bound.as_deref() {
+            None => d.watermark_bound,
+            Some("auto") => WatermarkBound::Auto,
+            Some(text) => WatermarkBound::Fixed(
+                duration::parse_ms(text)
+                    .map_err(|e| self.err("time.watermark_bound", format!("{e}, or \"auto\"")))?,
+            ),
+        };
+        let allowed_lateness_ms = self.duration(
+            "time.allowed_lateness",
+            raw.allowed_lateness.as_deref(),
+            d.allowed_lateness_ms,
+        )?;
+        let idle_timeout_ms =
+            self.duration("time.idle_timeout", raw.idle_timeout.as_deref(), d.idle_timeout_ms)?;
+        if idle_timeout_ms <= 0 {
+            return Err(self.err("time.idle_timeout", "must be longer than 0"));
+        }
+        let max_future_ms =
+            self.duration("time.max_future", raw.max_future.as_deref(), d.max_future_ms)?;
+        let auto_bound_min_ms = self.duration(
+            "time.auto_bound_min",
+            raw.auto_bound_min.as_deref(),
+            d.auto_bound_min_ms,
+        )?;
+        let auto_bound_max_ms = self.duration(
+            "time.auto_bound_max",
+            raw.auto_bound_max.as_deref(),
+            d.auto_bound_max_ms,
+        )?;
+        if auto_bound_max_ms < auto_bound_min_ms {
+            return Err(self.err(
+                "time.auto_bound_max",
+                format!(
+                    "must not be shorter than time.auto_bound_min ({auto_bound_max_ms} ms < \
+                     {auto_bound_min_ms} ms)"
+                ),
+            ));
+        }
+        let auto_bound_quantile = raw.auto_bound_quantile.unwrap_or(d.auto_bound_quantile);
+        if !(auto_bound_quantile > 0.0 && auto_bound_quantile <= 1.0) {
+            return Err(self.err(
+                "time.auto_bound_quantile",
+                format!("must be in (0, 1], got {auto_bound_quantile}"),
+            ));
+        }
+        Ok(TimeConfig {
+            watermark_bound,
+            allowed_lateness_ms,
+            idle_timeout_ms,
+            max_future_ms,
+            auto_bound_min_ms,
+            auto_bound_max_ms,
+            auto_bound_quantile,
+        })
+    }
+
+    fn validate_store(&self, raw: RawStore) -> Result<StoreConfig> {
+        match raw.path {
+            None => Ok(StoreConfig::default()),
+            Some(p) if p.is_empty() => Err(self.err("store.path", "must not be empty")),
+            Some(p) => Ok(StoreConfig { path: PathBuf::from(p) }),
+        }
+    }
+
+    fn validate_mqtt(&self, raw: RawMqtt) -> Result<MqttConfig> {
+        let d = MqttConfig::default();
+        let host = raw.host.unwrap_or(d.host);
+        if host.is_empty() || host.chars().any(char::is_whitespace) {
+            return Err(self.err(
+                "mqtt.host",
+                format!("must be a non-empty host name or address without spaces, got {host:?}"),
+            ));
+        }
+        let port = match raw.port {
+            None => d.port,
+            Some(p) => u16::try_from(p)
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| self.err("mqtt.port", format!("must be in 1..=65535, got {p}")))?,
+        };
+        let prefix = raw.prefix.unwrap_or(d.prefix);
+        if prefix.is_empty()
+            || prefix.starts_with('/')
+            || prefix.ends_with('/')
+            || prefix.contains(['+', '#', '\0'])
+        {
+            return Err(self.err(
+                "mqtt.prefix",
+                format!(
+                    "must be a non-empty MQTT topic prefix without '+', '#' or a leading or \
+                     trailing '/', got {prefix:?}"
+                ),
+            ));
+        }
+        Ok(MqttConfig { host, port, prefix })
+    }
+
+    fn validate_metrics(&self, raw: RawMetrics) -> Result<MetricsConfig> {
+        let listen = raw.listen.unwrap_or(MetricsConfig::default().listen);
+        if let Err(e) = listen.parse::<SocketAddr>() {
+            return Err(self.err(
+                "metrics.listen",
+                format!("{listen:?} is not an address:port like \"127.0.0.1:9898\" ({e})"),
+            ));
+        }
+        Ok(MetricsConfig { listen })
+    }
+
+    fn validate_sources(&self, raw: Vec<toml::Table>) -> Result<Vec<SourceConfig>> {
+        let mut out = Vec::with_capacity(raw.len());
+        for (i, table) in raw.into_iter().enumerate() {
+            let source = self.validate_source(i, table)?;
+            let SourceConfig::Trace(TraceSource { path, .. }) = &source;
+            if let Some(j) =
+                out.iter().position(|SourceConfig::Trace(t): &SourceConfig| &t.path == path)
+            {
+                return Err(self.err(
+                    format!("source[{i}].path"),
+                    format!("the same trace as source[{j}]: {}", path.display()),
+                ));
+            }
+            out.push(source);
+        }
+        Ok(out)
+    }
+
+    fn validate_source(&self, i: usize, mut table: toml::Table) -> Result<SourceConfig> {
+        let prefix = format!("source[{i}]");
+        let kind = match table.remove("kind") {
+            None => {
+                return Err(self.err(
+                    format!("{prefix}.kind"),
+                    format!(
+                        "missing; every source needs a kind, one of {SUPPORTED_SOURCE_KINDS:?}"
+                    ),
+                ))
+            }
+            Some(toml::Value::String(k)) => k,
+            Some(other) => {
+                return Err(self.err(
+                    format!("{prefix}.kind"),
+                    format!("must be a string, got a {}", other.type_str()),
+                ))
+            }
+        };
+        match kind.as_str() {
+            "trace" => {
+                let raw: RawTraceSource =
+                    self.deserialize(toml::Value::Table(table), &prefix, None)?;
+                let path = match raw.path {
+                    None => {
+                        return Err(self.err(
+                            format!("{prefix}.path"),
+                            "missing; a trace source needs the trace file's path",
+                        ))
+                    }
+                    Some(p) if p.is_empty() => {
+                        return Err(self.err(format!("{prefix}.path"), "must not be empty"))
+                    }
+                    Some(p) => PathBuf::from(p),
+                };
+                let speed =
+                    self.non_negative(&format!("{prefix}.speed"), raw.speed.unwrap_or(0.0))?;
+                Ok(SourceConfig::Trace(TraceSource { path, speed }))
+            }
+            other => Err(self.err(
+                format!("{prefix}.kind"),
+                format!(
+                    "source kind {other:?} is not supported by this build (supported: {})",
+                    SUPPORTED_SOURCE_KINDS.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// `text` parsed as a duration in ms, or `default` when the key is absent.
+    fn duration(&self, key: &str, text: Option<&str>, default: i64) -> Result<i64> {
+        match text {
+            None => Ok(default),
+            Some(t) => duration::parse_ms(t).map_err(|e| self.err(key, e)),
+        }
+    }
+
+    fn non_negative(&self, key: &str, v: f64) -> Result<f64> {
+        if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(self.err(key, format!("must be a finite number >= 0, got {v}")))
+        }
+    }
+}
+
+fn quality_name(q: Quality) -> &'static str {
+    match q {
+        Quality::Good => "good",
+        Quality::Uncertain => "uncertain",
+        Quality::Bad => "bad",
+    }
+}
+
+fn not_identifier(what: &str, value: &str) -> String {
+    format!("{what} {value:?} must be 1..=64 characters of [A-Za-z0-9_.-]")
+}
+
+/// `prefix` + serde's path, as `a.b[0].c`.
+fn join_path(prefix: &str, path: &serde_path_to_error::Path) -> String {
+    let mut s = prefix.to_owned();
+    for segment in path {
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => {
+                let _ = write!(s, "[{index}]");
+            }
+            serde_path_to_error::Segment::Map { key }
+            | serde_path_to_error::Segment::Enum { variant: key } => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(key);
+            }
+            serde_path_to_error::Segment::Unknown => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push('?');
+            }
+        }
+    }
+    s
+}
+
+/// 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+//! The raw serde layer: exactly the TOML shape, every key optional, unknown keys rejected.
+//!
+//! Nothing here is validated beyond TOML types; `super::validate_*` turns these into the public
+//! types. Sources are kept as plain tables here because their keys depend on `kind`
+//! (see `super::validate_source`).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::event::{Metric, Quality, Unit};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) gateway: Option<RawGateway>,
+    pub(super) rule: Option<RawRule>,
+    pub(super) time: Option<RawTime>,
+    pub(super) store: Option<RawStore>,
+    pub(super) mqtt: Option<RawMqtt>,
+    pub(super) metrics: Option<RawMetrics>,
+    pub(super) source: Option<Vec<toml::Table>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGateway {
+    pub(super) id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    pub(super) name: Option<String>,
+    pub(super) metric: Option<Metric>,
+    pub(super) unit: Option<Unit>,
+    pub(super) threshold: Option<f64>,
+    pub(super) window: Option<String>,
+    pub(super) count: Option<i64>,
+    pub(super) count_quality: Option<Vec<Quality>>,
+    pub(super) early: Option<bool>,
+    pub(super) machines: Option<BTreeMap<String, RawMachineRule>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMachineRule {
+    pub(super) threshold: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTime {
+    pub(super) watermark_bound: Option<String>,
+    pub(super) allowed_lateness: Option<String>,
+    pub(super) idle_timeout: Option<String>,
+    pub(super) max_future: Option<String>,
+    pub(super) auto_bound_min: Option<String>,
+    pub(super) auto_bound_max: Option<String>,
+    pub(super) auto_bound_quantile: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStore {
+    pub(super) path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMqtt {
+    pub(super) host: Option<String>,
+    pub(super) port: Option<i64>,
+    pub(super) prefix: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) listen: Option<String>,
+}
+
+/// `[[source]]` with `kind = "trace"`; `kind` itself is taken out before this is deserialized.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTraceSource {
+    pub(super) path: Option<String>,
+    pub(super) speed: Option<f64>,
+}

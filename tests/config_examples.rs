@@ -1,0 +1,61 @@
+//! Every example configuration in `config/*.toml` must load.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use linegate::config::{Config, SourceConfig, TraceSource, WatermarkBound};
+
+fn config_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+}
+
+fn example_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(config_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_example_config_loads() {
+    let files = example_files();
+    assert!(files.len() >= 2, "expected at least 2 example configs, found {files:?}");
+    let failures: Vec<String> =
+        files.iter().filter_map(|path| Config::load(path).err().map(|e| e.to_string())).collect();
+    assert!(failures.is_empty(), "example configs that do not load:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn demo_config_is_the_contract_example() {
+    let c = Config::load(&config_dir().join("demo.toml")).unwrap();
+    assert_eq!(c.gateway.id, "gw-01");
+    assert_eq!(c.rule.window_ms, 120_000);
+    assert_eq!(c.rule.count, 3);
+    assert_eq!(c.rule.threshold_for("press-7"), 0.8);
+    assert_eq!(c.rule.threshold_for("press-1"), 0.5);
+    assert_eq!(c.time.watermark_bound, WatermarkBound::Fixed(5_000));
+    assert_eq!(c.time.allowed_lateness_ms, 600_000);
+    assert_eq!(
+        c.source,
+        vec![SourceConfig::Trace(TraceSource {
+            path: PathBuf::from("fixtures/traces/demo.jsonl"),
+            speed: 0.0,
+        })]
+    );
+}
+
+#[test]
+fn trace_config_uses_the_auto_bound_in_real_time() {
+    let c = Config::load(&config_dir().join("trace.toml")).unwrap();
+    assert_eq!(c.time.watermark_bound, WatermarkBound::Auto);
+    assert_eq!(
+        c.source,
+        vec![SourceConfig::Trace(TraceSource {
+            path: PathBuf::from("fixtures/traces/demo.jsonl"),
+            speed: 1.0,
+        })]
+    );
+}
