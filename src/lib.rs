@@ -18,6 +18,7 @@
 pub mod config;
 pub mod event;
 pub mod quarantine;
+pub mod replay;
 pub mod rule;
 pub mod stamp;
 pub mod trace;

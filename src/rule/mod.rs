@@ -352,3 +352,39 @@ fn ctx<'a>(
         late,
     }
 }
+
+impl Params {
+    /// The rule's parameters from a validated configuration.
+    pub fn from_config(c: &crate::config::Config) -> Self {
+        use crate::config::WatermarkBound;
+        let t = &c.time;
+        Params {
+            gateway: c.gateway.id.clone(),
+            rule_name: c.rule.name.clone(),
+            metric: c.rule.metric,
+            unit: c.rule.unit,
+            threshold: c.rule.threshold,
+            thresholds: c
+                .rule
+                .machines
+                .iter()
+                .filter_map(|(m, r)| Some((m.clone(), r.threshold?)))
+                .collect(),
+            window_ms: c.rule.window_ms,
+            count: c.rule.count,
+            count_quality: c.rule.count_quality.clone(),
+            early: c.rule.early,
+            bound: match t.watermark_bound {
+                WatermarkBound::Fixed(ms) => BoundMode::Fixed(ms),
+                WatermarkBound::Auto => BoundMode::Auto {
+                    min_ms: t.auto_bound_min_ms,
+                    max_ms: t.auto_bound_max_ms,
+                    quantile: t.auto_bound_quantile,
+                },
+            },
+            allowed_lateness_ms: t.allowed_lateness_ms,
+            idle_timeout_ms: t.idle_timeout_ms,
+            max_future_ms: t.max_future_ms,
+        }
+    }
+}
