@@ -1,0 +1,388 @@
+//! Cutting raw samples into one-second frames and deriving one event per frame.
+//!
+//! See the module documentation of [`crate::stamp`] for the exact semantics; this file holds the
+//! state machine. Pure: no I/O, no clock reads; ingest time is always an argument.
+
+use std::collections::BTreeMap;
+
+use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::trace::SamplesRecord;
+
+/// Frame length in milliseconds of event time.
+pub const FRAME_MS: i64 = 1000;
+
+/// How derived events are stamped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameParams {
+    /// The gateway id: derived events are named `"{gateway}.{sensor}.{seq}"`.
+    pub gateway: String,
+    /// `AccelRms` (or `VelocityRms` for velocity samples): RMS after removing the frame mean.
+    /// `AccelPeak`: the largest |x - mean| in the frame.
+    pub metric: Metric,
+    /// Ingest time (ms) without samples after which a sensor's open frame is flushed.
+    pub idle_timeout_ms: i64,
+}
+
+/// The frame a sensor is currently filling.
+#[derive(Debug, Clone, PartialEq)]
+struct OpenFrame {
+    /// Frame index: the frame covers event time `[k * 1000, (k + 1) * 1000)`.
+    k: i64,
+    unit: Unit,
+    clock: Clock,
+    rate_hz: f64,
+    /// Samples of more than one rate went into the frame: its count has no single expectation.
+    mixed_rate: bool,
+    count: u64,
+    /// Welford running mean and sum of squared deviations.
+    mean: f64,
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl OpenFrame {
+    fn new(k: i64, unit: Unit, clock: Clock, rate_hz: f64) -> Self {
+        OpenFrame {
+            k,
+            unit,
+            clock,
+            rate_hz,
+            mixed_rate: false,
+            count: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+
+    fn add(&mut self, x: f64) {
+        self.count += 1;
+        let d = x - self.mean;
+        self.mean += d / self.count as f64;
+        self.m2 += d * (x - self.mean);
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+    }
+
+    /// Population RMS about the mean, and the largest deviation from the mean.
+    fn rms_and_peak(&self) -> (f64, f64) {
+        if self.count == 0 {
+            return (0.0, 0.0);
+        }
+        let var = (self.m2 / self.count as f64).max(0.0);
+        let peak = (self.max - self.mean).max(self.mean - self.min).max(0.0);
+        (var.sqrt(), peak)
+    }
+
+    fn quality(&self) -> Quality {
+        let expected = self.rate_hz.round();
+        if self.mixed_rate || self.count < 2 || (self.count as f64) < expected {
+            Quality::Uncertain
+        } else {
+            Quality::Good
+        }
+    }
+}
+
+/// Per (machine, sensor) state.
+#[derive(Debug, Clone, PartialEq)]
+struct SensorState {
+    /// The seq of the last emitted event (0: none yet).
+    last_seq: u64,
+    /// Event time (ms, f64) of the last sample taken.
+    last_sample_t: Option<f64>,
+    /// Ingest time of the last record that brought samples.
+    last_arrival: i64,
+    /// Index of the last frame emitted; samples of a frame at or before it are not taken again.
+    last_emitted_k: Option<i64>,
+    open: Option<OpenFrame>,
+}
+
+impl SensorState {
+    fn new() -> Self {
+        SensorState {
+            last_seq: 0,
+            last_sample_t: None,
+            last_arrival: i64::MIN,
+            last_emitted_k: None,
+            open: None,
+        }
+    }
+}
+
+/// Cuts samples records into one-second frames and derives one event per frame and sensor.
+#[derive(Debug, Clone)]
+pub struct FrameCutter {
+    params: FrameParams,
+    /// machine -> sensor -> state (ordered, so every iteration is deterministic).
+    sensors: BTreeMap<String, BTreeMap<String, SensorState>>,
+    /// sensor name -> the machine it belongs to (derived event ids name only the sensor).
+    owners: BTreeMap<String, String>,
+    dropped_samples: u64,
+}
+
+/// The less trustworthy of two clock evidences (unknown > unsynced > stepped > holdover > synced;
+/// on equal states the larger error bound, a missing bound counting as the largest).
+fn worse_clock(a: Clock, b: Clock) -> Clock {
+    fn rank(s: ClockState) -> u8 {
+        match s {
+            ClockState::Synced => 0,
+            ClockState::Holdover => 1,
+            ClockState::Stepped => 2,
+            ClockState::Unsynced => 3,
+            ClockState::Unknown => 4,
+        }
+    }
+    let key = |c: Clock| (rank(c.state), c.err_ms.map_or(u64::MAX, u64::from));
+    if key(b) > key(a) {
+        b
+    } else {
+        a
+    }
+}
+
+impl FrameCutter {
+    pub fn new(params: FrameParams) -> Self {
+        FrameCutter {
+            params,
+            sensors: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            dropped_samples: 0,
+        }
+    }
+
+    pub fn params(&self) -> &FrameParams {
+        &self.params
+    }
+
+    /// Takes one samples record arriving at ingest time `at`; appends the derived events of the
+    /// frames it completes to `out` (in seq order). `Err` when the record overlaps or precedes
+    /// samples already taken for its sensor, or is invalid (rate not > 0, a non-finite sample, a
+    /// sensor name already used by another machine); the state is then unchanged.
+    pub fn push(
+        &mut self,
+        at: i64,
+        rec: &SamplesRecord,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        let rate = rec.rate_hz;
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!(
+                "samples for {}/{}: rate_hz {} is not a positive finite number",
+                rec.machine, rec.sensor, rate
+            ));
+        }
+        if let Some(i) = rec.data.iter().position(|x| !x.is_finite()) {
+            return Err(format!(
+                "samples for {}/{}: sample {} is not finite",
+                rec.machine, rec.sensor, i
+            ));
+        }
+        if let Some(owner) = self.owners.get(&rec.sensor) {
+            if *owner != rec.machine {
+                return Err(format!(
+                    "samples for {}/{}: sensor name {:?} already belongs to machine {:?}; \
+                     derived event ids \"{}.{}.{{seq}}\" would collide",
+                    rec.machine, rec.sensor, rec.sensor, owner, self.params.gateway, rec.sensor
+                ));
+            }
+        }
+        let period = 1000.0 / rate;
+        let t0 = rec.t0_ms as f64;
+        if let Some(last) = self
+            .sensors
+            .get(&rec.machine)
+            .and_then(|m| m.get(&rec.sensor))
+            .and_then(|s| s.last_sample_t)
+        {
+            if t0 < last + period / 2.0 {
+                return Err(format!(
+                    "samples overlap for {}/{}: record t0_ms {} is before the last sample taken \
+                     at {:.3} ms plus half a sample period ({:.3} ms)",
+                    rec.machine,
+                    rec.sensor,
+                    rec.t0_ms,
+                    last,
+                    period / 2.0
+                ));
+            }
+        }
+        if rec.data.is_empty() {
+            return Ok(());
+        }
+
+        if !self.owners.contains_key(&rec.sensor) {
+            self.owners.insert(rec.sensor.clone(), rec.machine.clone());
+        }
+        let machine = match self.sensors.get_mut(&rec.machine) {
+            Some(m) => m,
+            None => self.sensors.entry(rec.machine.clone()).or_default(),
+        };
+        let state = match machine.get_mut(&rec.sensor) {
+            Some(s) => s,
+            None => machine.entry(rec.sensor.clone()).or_insert_with(SensorState::new),
+        };
+
+        let clock = rec.clock.unwrap_or(Clock::UNKNOWN);
+        // A frame left open by an earlier record takes this record's samples in its own unit.
+        let mut factor = 1.0;
+        if let Some(f) = state.open.as_mut() {
+            if f.unit != rec.unit {
+                match rec.unit.convert(1.0, f.unit) {
+                    Some(c) => factor = c,
+                    None => {
+                        // Units that do not convert cannot share a frame: close it early.
+                        let f = state.open.take();
+                        if let Some(f) = f {
+                            emit(&self.params, &rec.machine, &rec.sensor, state, f, out);
+                        }
+                    }
+                }
+            }
+        }
+
+        let mut dropped = 0u64;
+        for (i, &x) in rec.data.iter().enumerate() {
+            let t = t0 + (i as f64) * 1000.0 / rate;
+            let k = (t / 1000.0).floor() as i64;
+            let same = state.open.as_ref().is_some_and(|f| f.k == k);
+            if same {
+                if let Some(f) = state.open.as_mut() {
+                    if f.rate_hz != rate {
+                        f.mixed_rate = true;
+                    }
+                    f.clock = worse_clock(f.clock, clock);
+                    f.add(x * factor);
+                }
+                continue;
+            }
+            // A sample of a later frame: the open one is complete.
+            if let Some(f) = state.open.take() {
+                emit(&self.params, &rec.machine, &rec.sensor, state, f, out);
+            }
+            factor = 1.0;
+            if state.last_emitted_k.is_some_and(|e| k <= e) {
+                // Its frame was already emitted (flushed as idle): never emit a frame twice.
+                dropped += 1;
+                continue;
+            }
+            let mut f = OpenFrame::new(k, rec.unit, clock, rate);
+            f.add(x);
+            state.open = Some(f);
+        }
+        self.dropped_samples += dropped;
+        let n = rec.data.len() - 1;
+        state.last_sample_t = Some(t0 + (n as f64) * 1000.0 / rate);
+        state.last_arrival = at;
+        Ok(())
+    }
+
+    /// Ingest time passes: flushes the open frame of every sensor whose last samples arrived at
+    /// or before `at - idle_timeout_ms`, oldest arrival first (ties in (machine, sensor) order).
+    pub fn advance(&mut self, at: i64, out: &mut Vec<Event>) {
+        let cutoff = at.saturating_sub(self.params.idle_timeout_ms);
+        let idle = |s: &SensorState| s.open.is_some() && s.last_arrival <= cutoff;
+        let any = self.sensors.values().any(|m| m.values().any(idle));
+        if !any {
+            return;
+        }
+        let mut due: Vec<(i64, String, String)> = Vec::new();
+        for (machine, m) in &self.sensors {
+            for (sensor, s) in m {
+                if idle(s) {
+                    due.push((s.last_arrival, machine.clone(), sensor.clone()));
+                }
+            }
+        }
+        due.sort();
+        for (_, machine, sensor) in due {
+            if let Some(state) = self.sensors.get_mut(&machine).and_then(|m| m.get_mut(&sensor)) {
+                if let Some(f) = state.open.take() {
+                    emit(&self.params, &machine, &sensor, state, f, out);
+                }
+            }
+        }
+    }
+
+    /// How many sensors have a frame open (for state-size accounting).
+    pub fn open_frames(&self) -> usize {
+        self.sensors.values().map(|m| m.values().filter(|s| s.open.is_some()).count()).sum()
+    }
+
+    /// Samples not taken because their frame had already been emitted by an idle flush.
+    pub fn dropped_samples(&self) -> u64 {
+        self.dropped_samples
+    }
+
+    /// The seq of the last event derived for (machine, sensor), if any.
+    pub fn last_seq(&self, machine: &str, sensor: &str) -> Option<u64> {
+        self.sensors.get(machine).and_then(|m| m.get(sensor)).map(|s| s.last_seq).filter(|&q| q > 0)
+    }
+
+    /// After a restart: continue numbering (machine, sensor) after `last_seq`, so no seq is
+    /// reused. Err when the sensor name already belongs to another machine.
+    pub fn restore_seq(
+        &mut self,
+        machine: &str,
+        sensor: &str,
+        last_seq: u64,
+    ) -> Result<(), String> {
+        if let Some(owner) = self.owners.get(sensor) {
+            if owner != machine {
+                return Err(format!(
+                    "sensor name {sensor:?} already belongs to machine {owner:?}, not {machine:?}"
+                ));
+            }
+        } else {
+            self.owners.insert(sensor.to_owned(), machine.to_owned());
+        }
+        let s = self
+            .sensors
+            .entry(machine.to_owned())
+            .or_default()
+            .entry(sensor.to_owned())
+            .or_insert_with(SensorState::new);
+        s.last_seq = s.last_seq.max(last_seq);
+        Ok(())
+    }
+}
+
+/// Turns a completed frame into its event and appends it to `out`.
+fn emit(
+    params: &FrameParams,
+    machine: &str,
+    sensor: &str,
+    state: &mut SensorState,
+    f: OpenFrame,
+    out: &mut Vec<Event>,
+) {
+    state.last_emitted_k = Some(f.k);
+    if f.count == 0 {
+        return;
+    }
+    state.last_seq += 1;
+    let seq = state.last_seq;
+    let (rms, peak) = f.rms_and_peak();
+    let value = match params.metric {
+        Metric::AccelPeak => peak,
+        Metric::AccelRms | Metric::VelocityRms => rms,
+    };
+    let from_ms = f.k.saturating_mul(FRAME_MS);
+    let to_ms = from_ms.saturating_add(FRAME_MS);
+    out.push(Event {
+        event_id: format!("{}.{}.{}", params.gateway, sensor, seq),
+        machine: machine.to_owned(),
+        sensor: sensor.to_owned(),
+        seq,
+        ts_ms: to_ms,
+        clock: f.clock,
+        metric: params.metric,
+        value,
+        unit: f.unit,
+        schema: 1,
+        quality: f.quality(),
+        samples: Some(SampleRef { block_seq: seq, from_ms, to_ms }),
+    });
+}

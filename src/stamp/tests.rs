@@ -1,0 +1,322 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::trace::SamplesRecord;
+use proptest::prelude::*;
+
+const T: i64 = 1_700_000_000_000;
+
+fn params(metric: Metric) -> FrameParams {
+    FrameParams { gateway: "gw".into(), metric, idle_timeout_ms: 30_000 }
+}
+
+fn rec(machine: &str, sensor: &str, t0_ms: i64, rate_hz: f64, data: Vec<f64>) -> SamplesRecord {
+    SamplesRecord {
+        machine: machine.into(),
+        sensor: sensor.into(),
+        t0_ms,
+        rate_hz,
+        unit: Unit::G,
+        axis: None,
+        clock: None,
+        data,
+    }
+}
+
+fn sine(a: f64, periods: f64, n: usize, offset: f64) -> Vec<f64> {
+    (0..n)
+        .map(|i| offset + a * (2.0 * std::f64::consts::PI * periods * i as f64 / n as f64).sin())
+        .collect()
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(f64::MIN_POSITIVE)
+}
+
+#[test]
+fn constant_signal_has_zero_rms_and_full_frame_is_good() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T + 500, &rec("m", "s", T, 100.0, vec![0.37; 100]), &mut out).unwrap();
+    assert!(out.is_empty(), "frame still open");
+    assert_eq!(c.open_frames(), 1);
+    c.push(T + 1500, &rec("m", "s", T + 1000, 100.0, vec![0.37; 1]), &mut out).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].value, 0.0);
+    assert_eq!(out[0].quality, Quality::Good);
+    assert_eq!(out[0].ts_ms, T + 1000);
+}
+
+#[test]
+fn sine_rms_is_amplitude_over_sqrt2_and_dc_is_removed() {
+    for &(a, offset) in &[(1.0, 0.0), (0.25, 0.0), (0.5, 3.0), (2.0, -100.0)] {
+        let mut c = FrameCutter::new(params(Metric::AccelRms));
+        let mut out = Vec::new();
+        c.push(T, &rec("m", "s", T, 1000.0, sine(a, 7.0, 1000, offset)), &mut out).unwrap();
+        c.advance(T + 30_000, &mut out);
+        assert_eq!(out.len(), 1);
+        let want = a / 2f64.sqrt();
+        assert!(
+            rel(out[0].value, want) < 1e-9,
+            "a={a} offset={offset}: {} vs {want}",
+            out[0].value
+        );
+        assert_eq!(out[0].quality, Quality::Good);
+    }
+}
+
+#[test]
+fn peak_is_largest_deviation_from_mean() {
+    let mut c = FrameCutter::new(params(Metric::AccelPeak));
+    let mut out = Vec::new();
+    // mean 1.0; deviations -1, +3, -1, -1
+    c.push(T, &rec("m", "s", T, 4.0, vec![0.0, 4.0, 0.0, 0.0]), &mut out).unwrap();
+    c.advance(T + 30_000, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].metric, Metric::AccelPeak);
+    assert!((out[0].value - 3.0).abs() < 1e-12);
+    // a sine with offset: peak = amplitude
+    let mut c = FrameCutter::new(params(Metric::AccelPeak));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 1000.0, sine(0.8, 5.0, 1000, 2.0)), &mut out).unwrap();
+    c.advance(T + 30_000, &mut out);
+    assert!(rel(out[0].value, 0.8) < 1e-9);
+}
+
+#[test]
+fn frame_split_across_records_equals_one_record() {
+    let data = sine(1.3, 12.0, 2000, 0.2); // 6 whole periods per frame
+    let mut whole = FrameCutter::new(params(Metric::AccelRms));
+    let mut a = Vec::new();
+    whole.push(T, &rec("m", "s", T, 1000.0, data.clone()), &mut a).unwrap();
+    whole.advance(T + 60_000, &mut a);
+
+    // split at 0.7 s and 1.3 s: frame 0 spans records 1 and 2, frame 1 spans records 2 and 3
+    let mut split = FrameCutter::new(params(Metric::AccelRms));
+    let mut b = Vec::new();
+    split.push(T, &rec("m", "s", T, 1000.0, data[..700].to_vec()), &mut b).unwrap();
+    assert!(b.is_empty());
+    split.push(T + 1, &rec("m", "s", T + 700, 1000.0, data[700..1300].to_vec()), &mut b).unwrap();
+    assert_eq!(b.len(), 1);
+    split.push(T + 2, &rec("m", "s", T + 1300, 1000.0, data[1300..].to_vec()), &mut b).unwrap();
+    split.advance(T + 60_000, &mut b);
+
+    assert_eq!(a.len(), 2);
+    assert_eq!(b.len(), 2);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.event_id, y.event_id);
+        assert_eq!(x.ts_ms, y.ts_ms);
+        assert_eq!(x.quality, Quality::Good);
+        assert_eq!(y.quality, Quality::Good);
+        assert!(rel(x.value, y.value) < 1e-12);
+        assert!(rel(x.value, 1.3 / 2f64.sqrt()) < 1e-9);
+    }
+}
+
+#[test]
+fn gap_makes_frame_uncertain_and_is_not_an_overlap() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 100.0, sine(1.0, 1.0, 40, 0.0)), &mut out).unwrap();
+    // skip 0.4..0.5 s: 10 samples missing
+    c.push(T + 1, &rec("m", "s", T + 500, 100.0, vec![0.1; 50]), &mut out).unwrap();
+    c.push(T + 2, &rec("m", "s", T + 1000, 100.0, vec![0.1; 100]), &mut out).unwrap();
+    c.advance(T + 60_000, &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].quality, Quality::Uncertain);
+    assert_eq!(out[1].quality, Quality::Good);
+}
+
+#[test]
+fn overlap_is_refused_and_state_unchanged() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 100.0, vec![1.0; 50]), &mut out).unwrap();
+    let before = format!("{c:?}");
+    // last sample at T+490; next expected at T+500; T+495 is within half a period
+    let e = c.push(T + 1, &rec("m", "s", T + 494, 100.0, vec![9.0; 10]), &mut out).unwrap_err();
+    assert!(e.contains("m/s") && e.contains(&(T + 494).to_string()), "{e}");
+    assert!(e.contains(&format!("{}", T + 490)), "{e}");
+    // a replay of the start precedes it
+    assert!(c.push(T + 2, &rec("m", "s", T, 100.0, vec![9.0; 10]), &mut out).is_err());
+    assert_eq!(format!("{c:?}"), before);
+    assert!(out.is_empty());
+    // exactly on schedule (and a little early, within half a period) is fine
+    c.push(T + 3, &rec("m", "s", T + 496, 100.0, vec![1.0; 50]), &mut out).unwrap();
+    c.advance(T + 60_000, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].quality, Quality::Good);
+    assert_eq!(out[0].value, 0.0);
+}
+
+#[test]
+fn idle_flush_after_timeout_only() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T + 300, &rec("m", "a", T, 100.0, vec![1.0, 2.0]), &mut out).unwrap();
+    c.push(T + 200, &rec("m", "b", T, 100.0, vec![1.0, 2.0]), &mut out).unwrap();
+    c.advance(T + 30_199, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(c.open_frames(), 2);
+    c.advance(T + 30_200, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].sensor, "b");
+    c.advance(T + 30_300, &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].sensor, "a");
+    assert_eq!(c.open_frames(), 0);
+    assert_eq!(out[0].quality, Quality::Uncertain);
+    assert!((out[0].value - 0.5).abs() < 1e-15);
+    // nothing more to flush
+    c.advance(T + 90_000, &mut out);
+    assert_eq!(out.len(), 2);
+}
+
+#[test]
+fn resuming_inside_a_flushed_frame_does_not_emit_it_twice() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 100.0, vec![1.0; 50]), &mut out).unwrap();
+    c.advance(T + 30_000, &mut out);
+    assert_eq!(out.len(), 1);
+    c.push(T + 30_001, &rec("m", "s", T + 500, 100.0, vec![1.0; 60]), &mut out).unwrap();
+    assert_eq!(c.dropped_samples(), 50);
+    c.advance(T + 90_000, &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].ts_ms, T + 2000);
+    assert_eq!(out[1].seq, 2);
+}
+
+#[test]
+fn seq_event_id_and_sample_ref() {
+    let mut c = FrameCutter::new(FrameParams {
+        gateway: "gw-7".into(),
+        metric: Metric::AccelRms,
+        idle_timeout_ms: 30_000,
+    });
+    let mut out = Vec::new();
+    let clock = Clock { state: ClockState::Synced, err_ms: Some(3) };
+    let mut r = rec("press-7", "s1", T, 10.0, vec![0.0; 30]);
+    r.clock = Some(clock);
+    c.push(T + 3000, &r, &mut out).unwrap();
+    // jump far ahead: no events for the empty frames between
+    c.push(T + 9000, &rec("press-7", "s1", T + 3_600_000, 10.0, vec![0.0; 10]), &mut out).unwrap();
+    c.advance(T + 100_000, &mut out);
+    let ids: Vec<&str> = out.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(ids, ["gw-7.s1.1", "gw-7.s1.2", "gw-7.s1.3", "gw-7.s1.4"]);
+    let want = Event {
+        event_id: "gw-7.s1.2".into(),
+        machine: "press-7".into(),
+        sensor: "s1".into(),
+        seq: 2,
+        ts_ms: T + 2000,
+        clock,
+        metric: Metric::AccelRms,
+        value: 0.0,
+        unit: Unit::G,
+        schema: 1,
+        quality: Quality::Good,
+        samples: Some(SampleRef { block_seq: 2, from_ms: T + 1000, to_ms: T + 2000 }),
+    };
+    assert_eq!(out[1], want);
+    assert_eq!(out[3].ts_ms, T + 3_601_000);
+    assert_eq!(out[3].clock, Clock::UNKNOWN);
+    assert_eq!(c.last_seq("press-7", "s1"), Some(4));
+}
+
+#[test]
+fn single_sample_frame_is_uncertain_with_zero_rms() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T + 999, 1000.0, vec![5.0]), &mut out).unwrap();
+    c.advance(T + 31_000, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].value, 0.0);
+    assert_eq!(out[0].quality, Quality::Uncertain);
+}
+
+#[test]
+fn sensor_name_on_two_machines_is_refused() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T, &rec("a", "de", T, 10.0, vec![0.0; 5]), &mut out).unwrap();
+    let e = c.push(T, &rec("b", "de", T, 10.0, vec![0.0; 5]), &mut out).unwrap_err();
+    assert!(e.contains("collide"), "{e}");
+    assert_eq!(c.open_frames(), 1);
+}
+
+#[test]
+fn invalid_records_are_refused() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    assert!(c.push(T, &rec("m", "s", T, 0.0, vec![1.0]), &mut out).is_err());
+    assert!(c.push(T, &rec("m", "s", T, f64::NAN, vec![1.0]), &mut out).is_err());
+    assert!(c.push(T, &rec("m", "s", T, 10.0, vec![1.0, f64::INFINITY]), &mut out).is_err());
+    assert_eq!(c.open_frames(), 0);
+}
+
+#[test]
+fn convertible_unit_change_inside_a_frame_is_converted() {
+    let mut c = FrameCutter::new(params(Metric::AccelPeak));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 4.0, vec![0.0, 0.0]), &mut out).unwrap();
+    let mut r = rec("m", "s", T + 500, 4.0, vec![0.0, 4.0 * crate::event::STANDARD_GRAVITY]);
+    r.unit = Unit::Ms2;
+    c.push(T + 1, &r, &mut out).unwrap();
+    c.advance(T + 60_000, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].unit, Unit::G);
+    assert!((out[0].value - 3.0).abs() < 1e-12);
+}
+
+#[test]
+fn restore_seq_continues_numbering() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    c.restore_seq("m", "s", 41).unwrap();
+    assert!(c.restore_seq("other", "s", 1).is_err());
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 10.0, vec![0.0; 10]), &mut out).unwrap();
+    c.advance(T + 30_000, &mut out);
+    assert_eq!(out[0].seq, 42);
+    assert_eq!(out[0].event_id, "gw.s.42");
+}
+
+proptest! {
+    /// Cutting the same samples into records of any sizes (keeping the schedule) derives the same
+    /// events, up to float rounding.
+    #[test]
+    fn record_boundaries_do_not_matter(
+        cuts in proptest::collection::vec(1usize..700, 1..12),
+        start in 0i64..5000,
+        amp in 0.01f64..10.0,
+    ) {
+        let n = 2500usize;
+        let data = sine(amp, 13.0, n, 0.5);
+        let t0 = T + start;
+        let mut one = FrameCutter::new(params(Metric::AccelRms));
+        let mut a = Vec::new();
+        one.push(t0, &rec("m", "s", t0, 1000.0, data.clone()), &mut a).unwrap();
+        one.advance(t0 + 1_000_000, &mut a);
+
+        let mut many = FrameCutter::new(params(Metric::AccelRms));
+        let mut b = Vec::new();
+        let mut i = 0usize;
+        let mut ci = 0usize;
+        while i < n {
+            let len = cuts[ci % cuts.len()].min(n - i);
+            ci += 1;
+            many.advance(t0, &mut b);
+            many.push(t0, &rec("m", "s", t0 + i as i64, 1000.0, data[i..i + len].to_vec()), &mut b).unwrap();
+            i += len;
+        }
+        many.advance(t0 + 1_000_000, &mut b);
+        prop_assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            prop_assert_eq!(&x.event_id, &y.event_id);
+            prop_assert_eq!(x.ts_ms, y.ts_ms);
+            prop_assert_eq!(x.quality, y.quality);
+            prop_assert!((x.value - y.value).abs() <= 1e-12 * x.value.abs().max(1e-9));
+        }
+    }
+}
