@@ -15,10 +15,12 @@
     clippy::unimplemented
 )]
 
+pub mod clock;
 pub mod config;
 pub mod event;
 pub mod quarantine;
 pub mod replay;
 pub mod rule;
 pub mod stamp;
+pub mod synth;
 pub mod trace;

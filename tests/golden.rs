@@ -1,0 +1,112 @@
+//! Golden traces: `linegate replay` must reproduce every fixture's expected alerts and summary
+//! byte for byte. The scenarios and their expected meaning are described in
+//! fixtures/traces/make_golden.py; the expected files were checked against it by hand.
+//! `LINEGATE_BLESS=1 cargo test --test golden` rewrites them (then review the diff!).
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use linegate::rule::alert::AlertRecord;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the binary on `fixtures/traces/{name}.jsonl` and compares with `fixtures/expected/`.
+fn golden(name: &str) -> Vec<AlertRecord> {
+    let traces = root().join("fixtures/traces");
+    let own = traces.join(format!("{name}.toml"));
+    let config = if own.exists() { own } else { traces.join("golden.toml") };
+    let dir = tempfile::tempdir().unwrap();
+    let (out, summary) = (dir.path().join("alerts.jsonl"), dir.path().join("summary.json"));
+    let status = Command::new(env!("CARGO_BIN_EXE_linegate"))
+        .arg("replay")
+        .arg(traces.join(format!("{name}.jsonl")))
+        .arg("--config")
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .arg("--summary")
+        .arg(&summary)
+        .status()
+        .unwrap();
+    assert!(status.success(), "replay of {name} failed");
+    let expected = root().join("fixtures/expected");
+    for (got, want) in [
+        (&out, expected.join(format!("{name}.alerts.jsonl"))),
+        (&summary, expected.join(format!("{name}.summary.json"))),
+    ] {
+        compare(got, &want);
+    }
+    let text = std::fs::read_to_string(&out).unwrap();
+    let records: Vec<AlertRecord> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    support::check_revisions(&records);
+    records
+}
+
+fn compare(got: &Path, want: &Path) {
+    let got_bytes = std::fs::read(got).unwrap();
+    if std::env::var_os("LINEGATE_BLESS").is_some() {
+        std::fs::write(want, &got_bytes).unwrap();
+        return;
+    }
+    let want_bytes = std::fs::read(want)
+        .unwrap_or_else(|e| panic!("{}: {e} (LINEGATE_BLESS=1 writes it)", want.display()));
+    if got_bytes != want_bytes {
+        panic!(
+            "{} differs\n--- expected\n{}\n--- got\n{}",
+            want.display(),
+            String::from_utf8_lossy(&want_bytes),
+            String::from_utf8_lossy(&got_bytes)
+        );
+    }
+}
+
+macro_rules! golden_tests {
+    ($($name:ident),* $(,)?) => {
+        $( #[test] fn $name() { golden(stringify!($name)); } )*
+
+        /// Every trace in fixtures/traces has a test above.
+        #[test]
+        fn every_trace_has_a_golden_test() {
+            let listed = [$(stringify!($name)),*];
+            for entry in std::fs::read_dir(root().join("fixtures/traces")).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "jsonl") {
+                    let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+                    assert!(
+                        listed.contains(&stem.as_str()) || stem == "cwru" || stem == "demo",
+                        "{stem}.jsonl has no golden test"
+                    );
+                }
+            }
+        }
+    };
+}
+
+golden_tests!(
+    three_in_two_minutes,
+    exactly_two_minutes_apart,
+    equal_timestamps,
+    incident_extended,
+    two_incidents,
+    late_creates_incident,
+    late_moves_onset,
+    late_merges,
+    too_late,
+    duplicates,
+    id_conflict,
+    idle_sensor,
+    clock_future,
+    poison,
+    two_machines_interleaved,
+    per_machine_threshold,
+    ms2_events,
+    schema_versions_mixed,
+    early,
+    auto_bound,
+);
