@@ -24,10 +24,13 @@ pub enum Reason {
     UnknownKind,
     /// Extension: a `samples` record that overlaps or precedes samples already taken for its sensor.
     SamplesOverlap,
+    /// Extension: samples of a sensor name already used by another machine (derived event ids
+    /// `{gateway}.{sensor}.{seq}` would collide).
+    SensorConflict,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::MalformedJson,
         Reason::MissingField,
         Reason::BadType,
@@ -43,6 +46,7 @@ impl Reason {
         Reason::UnknownField,
         Reason::UnknownKind,
         Reason::SamplesOverlap,
+        Reason::SensorConflict,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +66,7 @@ impl Reason {
             Reason::UnknownField => "unknown_field",
             Reason::UnknownKind => "unknown_kind",
             Reason::SamplesOverlap => "samples_overlap",
+            Reason::SensorConflict => "sensor_conflict",
         }
     }
 }

@@ -182,8 +182,8 @@ impl Run {
                 let pushed = self.cutter.push(self.now, &rec, &mut derived);
                 self.decide_derived(&mut derived);
                 self.derived = derived;
-                if let Err(msg) = pushed {
-                    return Err((Some(at), Rejection::new(Reason::SamplesOverlap, msg)));
+                if let Err(why) = pushed {
+                    return Err((Some(at), why));
                 }
             }
         }

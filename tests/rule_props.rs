@@ -136,3 +136,42 @@ proptest! {
         prop_assert!(with >= 8, "only {with} of 20 cases have incidents");
     }
 }
+
+/// Over hours of load the rule state stays within what window + allowed lateness can hold, and
+/// does not grow with the trace length.
+#[test]
+fn state_stays_bounded_over_a_long_trace() {
+    use linegate::synth::Load;
+    let mut load = Load::new(10, 4 * 3600);
+    load.sensors_per_machine = 2;
+    load.burst_rate = 1.0 / 1200.0; // several 5-minute bursts per machine
+    let p = Params::defaults("gw-bench");
+    // Per sensor at 1 event/s: ids younger than the horizon, high events within W behind it.
+    let per_sensor = (p.allowed_lateness_ms + p.window_ms + 60_000) / 1000;
+    let limit = 20 * per_sensor as usize;
+    let mut engine = Engine::new(p);
+    let mut out = Vec::new();
+    let (mut peak_first_hour, mut peak_after, mut n, mut alerts) = (0usize, 0usize, 0u64, 0usize);
+    load.generate(|at, e| {
+        engine.on_event(at, e, &mut out);
+        alerts += out.len();
+        out.clear();
+        n += 1;
+        if n % 997 == 0 {
+            let s = engine.state_size();
+            let size = s.high_events + s.members + s.dedup_ids;
+            assert!(s.dedup_ids <= limit, "{s:?}");
+            assert!(s.high_events + s.members <= 2 * limit, "{s:?}");
+            if n < 20 * 3600 {
+                peak_first_hour = peak_first_hour.max(size);
+            } else {
+                peak_after = peak_after.max(size);
+            }
+        }
+    });
+    assert!(alerts > 10, "the load must exercise incidents, got {alerts} records");
+    assert!(
+        peak_after <= peak_first_hour * 3,
+        "state grows with trace length: {peak_first_hour} in the first hour, {peak_after} later"
+    );
+}

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::quarantine::{Reason, Rejection};
 use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
 use crate::trace::SamplesRecord;
 
@@ -166,27 +167,27 @@ impl FrameCutter {
         at: i64,
         rec: &SamplesRecord,
         out: &mut Vec<Event>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Rejection> {
         let rate = rec.rate_hz;
         if !(rate.is_finite() && rate > 0.0) {
-            return Err(format!(
+            return Err(Rejection::new(Reason::BadType, format!(
                 "samples for {}/{}: rate_hz {} is not a positive finite number",
                 rec.machine, rec.sensor, rate
-            ));
+            )));
         }
         if let Some(i) = rec.data.iter().position(|x| !x.is_finite()) {
-            return Err(format!(
+            return Err(Rejection::new(Reason::NonFiniteValue, format!(
                 "samples for {}/{}: sample {} is not finite",
                 rec.machine, rec.sensor, i
-            ));
+            )));
         }
         if let Some(owner) = self.owners.get(&rec.sensor) {
             if *owner != rec.machine {
-                return Err(format!(
+                return Err(Rejection::new(Reason::SensorConflict, format!(
                     "samples for {}/{}: sensor name {:?} already belongs to machine {:?}; \
                      derived event ids \"{}.{}.{{seq}}\" would collide",
                     rec.machine, rec.sensor, rec.sensor, owner, self.params.gateway, rec.sensor
-                ));
+                )));
             }
         }
         let period = 1000.0 / rate;
@@ -198,7 +199,7 @@ impl FrameCutter {
             .and_then(|s| s.last_sample_t)
         {
             if t0 < last + period / 2.0 {
-                return Err(format!(
+                return Err(Rejection::new(Reason::SamplesOverlap, format!(
                     "samples overlap for {}/{}: record t0_ms {} is before the last sample taken \
                      at {:.3} ms plus half a sample period ({:.3} ms)",
                     rec.machine,
@@ -206,7 +207,7 @@ impl FrameCutter {
                     rec.t0_ms,
                     last,
                     period / 2.0
-                ));
+                )));
             }
         }
         if rec.data.is_empty() {

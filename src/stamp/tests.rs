@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::quarantine::Reason;
 use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
 use crate::trace::SamplesRecord;
 use proptest::prelude::*;
@@ -136,6 +137,8 @@ fn overlap_is_refused_and_state_unchanged() {
     let before = format!("{c:?}");
     // last sample at T+490; next expected at T+500; T+495 is within half a period
     let e = c.push(T + 1, &rec("m", "s", T + 494, 100.0, vec![9.0; 10]), &mut out).unwrap_err();
+    assert_eq!(e.reason, Reason::SamplesOverlap);
+    let e = e.detail;
     assert!(e.contains("m/s") && e.contains(&(T + 494).to_string()), "{e}");
     assert!(e.contains(&format!("{}", T + 490)), "{e}");
     // a replay of the start precedes it
@@ -242,7 +245,8 @@ fn sensor_name_on_two_machines_is_refused() {
     let mut out = Vec::new();
     c.push(T, &rec("a", "de", T, 10.0, vec![0.0; 5]), &mut out).unwrap();
     let e = c.push(T, &rec("b", "de", T, 10.0, vec![0.0; 5]), &mut out).unwrap_err();
-    assert!(e.contains("collide"), "{e}");
+    assert_eq!(e.reason, Reason::SensorConflict);
+    assert!(e.detail.contains("collide"), "{e}");
     assert_eq!(c.open_frames(), 1);
 }
 
@@ -252,7 +256,8 @@ fn invalid_records_are_refused() {
     let mut out = Vec::new();
     assert!(c.push(T, &rec("m", "s", T, 0.0, vec![1.0]), &mut out).is_err());
     assert!(c.push(T, &rec("m", "s", T, f64::NAN, vec![1.0]), &mut out).is_err());
-    assert!(c.push(T, &rec("m", "s", T, 10.0, vec![1.0, f64::INFINITY]), &mut out).is_err());
+    let e = c.push(T, &rec("m", "s", T, 10.0, vec![1.0, f64::INFINITY]), &mut out).unwrap_err();
+    assert_eq!(e.reason, Reason::NonFiniteValue);
     assert_eq!(c.open_frames(), 0);
 }
 
