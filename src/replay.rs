@@ -78,7 +78,7 @@ pub fn replay<I: BufRead, A: Write, R: Write>(
         cutter: FrameCutter::new(FrameParams {
             gateway: config.gateway.id.clone(),
             metric,
-            idle_timeout_ms: config.time.idle_timeout_ms,
+            flush_after_ms: config.time.idle_timeout_ms / 2,
         }),
         summary: Summary {
             quarantined: Reason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
@@ -118,8 +118,7 @@ pub fn replay<I: BufRead, A: Write, R: Write>(
     }
     progress(bytes);
     run.note_state();
-    run.summary.watermarks =
-        run.engine.watermarks().map(|(m, w)| (m.to_string(), w)).collect();
+    run.summary.watermarks = run.engine.watermarks().map(|(m, w)| (m.to_string(), w)).collect();
     sinks.alerts.flush()?;
     if let Some(r) = sinks.rejected.as_mut() {
         r.flush()?;
@@ -190,12 +189,17 @@ impl Run {
         Ok(())
     }
 
-    /// Ingest time moves to `at` (never back): idle sensors' open frames are flushed and decided.
+    /// Ingest time moves to `at` (never back). Stalled sensors' open frames are flushed and
+    /// decided at the ingest time each became due, in that order, before anything at `at`.
     fn advance(&mut self, at: i64) {
-        self.now = self.now.max(at);
+        let at = self.now.max(at);
         let mut derived = std::mem::take(&mut self.derived);
-        self.cutter.advance(self.now, &mut derived);
-        self.decide_derived(&mut derived);
+        while let Some(due) = self.cutter.next_flush_due().filter(|&d| d <= at) {
+            self.now = self.now.max(due);
+            self.cutter.advance(self.now, &mut derived);
+            self.decide_derived(&mut derived);
+        }
+        self.now = at;
         self.derived = derived;
     }
 
@@ -239,7 +243,8 @@ impl Run {
         *self.summary.quarantined.entry(why.reason.as_str()).or_insert(0) += 1;
         if let Some(sink) = sink {
             let raw = String::from_utf8_lossy(raw);
-            let rec = RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw };
+            let rec =
+                RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw };
             serde_json::to_writer(&mut *sink, &rec)?;
             sink.write_all(b"\n")?;
         }

@@ -72,7 +72,8 @@ impl Load {
                 let burst = ts <= burst_until[m];
                 for (s, sensor) in sensors.iter().enumerate() {
                     let seq = (sec + 1) as u64;
-                    let value = if burst { 0.6 + 0.4 * rng.unit() } else { 0.05 + 0.3 * rng.unit() };
+                    let value =
+                        if burst { 0.6 + 0.4 * rng.unit() } else { 0.05 + 0.3 * rng.unit() };
                     let e = Event {
                         event_id: format!("{}.{}.{}.{}", self.gateway, name, sensor, seq),
                         machine: name.clone(),
@@ -84,7 +85,11 @@ impl Load {
                         value: (value * 1e4).round() / 1e4,
                         unit: Unit::G,
                         schema: 1,
-                        quality: if s == 0 || rng.unit() > 0.01 { Quality::Good } else { Quality::Uncertain },
+                        quality: if s == 0 || rng.unit() > 0.01 {
+                            Quality::Good
+                        } else {
+                            Quality::Uncertain
+                        },
                         samples: None,
                     };
                     let at = ts + 50 + (rng.next_u64() % 400) as i64;

@@ -41,7 +41,7 @@ fn run_trace() -> (Vec<Event>, FrameCutter) {
     let mut cutter = FrameCutter::new(FrameParams {
         gateway: "gw-cwru".into(),
         metric: Metric::AccelRms,
-        idle_timeout_ms: 30_000,
+        flush_after_ms: 15_000,
     });
     let mut out = Vec::new();
     let mut last_at = i64::MIN;
@@ -122,7 +122,7 @@ fn cwru_trace_split_records_give_the_same_events() {
     let mut cutter = FrameCutter::new(FrameParams {
         gateway: "gw-cwru".into(),
         metric: Metric::AccelRms,
-        idle_timeout_ms: 30_000,
+        flush_after_ms: 15_000,
     });
     let mut out = Vec::new();
     for line in text.lines() {

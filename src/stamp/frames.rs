@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::quarantine::{Reason, Rejection};
 use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::quarantine::{Reason, Rejection};
 use crate::trace::SamplesRecord;
 
 /// Frame length in milliseconds of event time.
@@ -21,7 +21,7 @@ pub struct FrameParams {
     /// `AccelPeak`: the largest |x - mean| in the frame.
     pub metric: Metric,
     /// Ingest time (ms) without samples after which a sensor's open frame is flushed.
-    pub idle_timeout_ms: i64,
+    pub flush_after_ms: i64,
 }
 
 /// The frame a sensor is currently filling.
@@ -170,24 +170,30 @@ impl FrameCutter {
     ) -> Result<(), Rejection> {
         let rate = rec.rate_hz;
         if !(rate.is_finite() && rate > 0.0) {
-            return Err(Rejection::new(Reason::BadType, format!(
-                "samples for {}/{}: rate_hz {} is not a positive finite number",
-                rec.machine, rec.sensor, rate
-            )));
+            return Err(Rejection::new(
+                Reason::BadType,
+                format!(
+                    "samples for {}/{}: rate_hz {} is not a positive finite number",
+                    rec.machine, rec.sensor, rate
+                ),
+            ));
         }
         if let Some(i) = rec.data.iter().position(|x| !x.is_finite()) {
-            return Err(Rejection::new(Reason::NonFiniteValue, format!(
-                "samples for {}/{}: sample {} is not finite",
-                rec.machine, rec.sensor, i
-            )));
+            return Err(Rejection::new(
+                Reason::NonFiniteValue,
+                format!("samples for {}/{}: sample {} is not finite", rec.machine, rec.sensor, i),
+            ));
         }
         if let Some(owner) = self.owners.get(&rec.sensor) {
             if *owner != rec.machine {
-                return Err(Rejection::new(Reason::SensorConflict, format!(
-                    "samples for {}/{}: sensor name {:?} already belongs to machine {:?}; \
+                return Err(Rejection::new(
+                    Reason::SensorConflict,
+                    format!(
+                        "samples for {}/{}: sensor name {:?} already belongs to machine {:?}; \
                      derived event ids \"{}.{}.{{seq}}\" would collide",
-                    rec.machine, rec.sensor, rec.sensor, owner, self.params.gateway, rec.sensor
-                )));
+                        rec.machine, rec.sensor, rec.sensor, owner, self.params.gateway, rec.sensor
+                    ),
+                ));
             }
         }
         let period = 1000.0 / rate;
@@ -199,7 +205,9 @@ impl FrameCutter {
             .and_then(|s| s.last_sample_t)
         {
             if t0 < last + period / 2.0 {
-                return Err(Rejection::new(Reason::SamplesOverlap, format!(
+                return Err(Rejection::new(
+                    Reason::SamplesOverlap,
+                    format!(
                     "samples overlap for {}/{}: record t0_ms {} is before the last sample taken \
                      at {:.3} ms plus half a sample period ({:.3} ms)",
                     rec.machine,
@@ -207,7 +215,8 @@ impl FrameCutter {
                     rec.t0_ms,
                     last,
                     period / 2.0
-                )));
+                ),
+                ));
             }
         }
         if rec.data.is_empty() {
@@ -281,9 +290,9 @@ impl FrameCutter {
     }
 
     /// Ingest time passes: flushes the open frame of every sensor whose last samples arrived at
-    /// or before `at - idle_timeout_ms`, oldest arrival first (ties in (machine, sensor) order).
+    /// or before `at - flush_after_ms`, oldest arrival first (ties in (machine, sensor) order).
     pub fn advance(&mut self, at: i64, out: &mut Vec<Event>) {
-        let cutoff = at.saturating_sub(self.params.idle_timeout_ms);
+        let cutoff = at.saturating_sub(self.params.flush_after_ms);
         let idle = |s: &SensorState| s.open.is_some() && s.last_arrival <= cutoff;
         let any = self.sensors.values().any(|m| m.values().any(idle));
         if !any {
@@ -305,6 +314,18 @@ impl FrameCutter {
                 }
             }
         }
+    }
+
+    /// The earliest ingest time at which [`advance`](Self::advance) would flush a frame, if any.
+    /// Callers that jump ingest time forward step through these, so that each flushed frame is
+    /// decided at the ingest time it became due.
+    pub fn next_flush_due(&self) -> Option<i64> {
+        self.sensors
+            .values()
+            .flat_map(|m| m.values())
+            .filter(|s| s.open.is_some())
+            .map(|s| s.last_arrival.saturating_add(self.params.flush_after_ms))
+            .min()
     }
 
     /// How many sensors have a frame open (for state-size accounting).

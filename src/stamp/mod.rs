@@ -14,8 +14,10 @@
 //! - **Accumulation.** Per sensor one frame is open at a time. It accumulates count, mean and sum
 //!   of squared deviations (Welford's method, `f64`), minimum and maximum.
 //! - **Emission.** A frame is emitted when a sample of a later frame arrives for its sensor, or
-//!   by [`FrameCutter::advance`] when the sensor is idle: its last samples arrived (ingest time)
-//!   at or before `at - idle_timeout_ms`. A stream that jumps far ahead emits the old frame and
+//!   by [`FrameCutter::advance`] when the sensor has stalled: its last samples arrived (ingest
+//!   time) at or before `at - flush_after_ms`. The daemon and `replay` use half the rule's
+//!   `idle_timeout`, so a stalled sensor's last frame is decided while the sensor still holds the
+//!   watermark back (on time), and only then does the sensor go idle. A stream that jumps far ahead emits the old frame and
 //!   opens a new one; frames without samples produce no event, and `seq` counts only emitted
 //!   events. A frame is emitted at most once: samples that belong to a frame already emitted
 //!   (possible only after an idle flush, when the sensor resumes inside the flushed second) are

@@ -1,15 +1,15 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::quarantine::Reason;
 use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::quarantine::Reason;
 use crate::trace::SamplesRecord;
 use proptest::prelude::*;
 
 const T: i64 = 1_700_000_000_000;
 
 fn params(metric: Metric) -> FrameParams {
-    FrameParams { gateway: "gw".into(), metric, idle_timeout_ms: 30_000 }
+    FrameParams { gateway: "gw".into(), metric, flush_after_ms: 15_000 }
 }
 
 fn rec(machine: &str, sensor: &str, t0_ms: i64, rate_hz: f64, data: Vec<f64>) -> SamplesRecord {
@@ -159,13 +159,16 @@ fn idle_flush_after_timeout_only() {
     let mut out = Vec::new();
     c.push(T + 300, &rec("m", "a", T, 100.0, vec![1.0, 2.0]), &mut out).unwrap();
     c.push(T + 200, &rec("m", "b", T, 100.0, vec![1.0, 2.0]), &mut out).unwrap();
-    c.advance(T + 30_199, &mut out);
+    assert_eq!(c.next_flush_due(), Some(T + 15_200));
+    c.advance(T + 15_199, &mut out);
     assert!(out.is_empty());
     assert_eq!(c.open_frames(), 2);
-    c.advance(T + 30_200, &mut out);
+    c.advance(T + 15_200, &mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].sensor, "b");
-    c.advance(T + 30_300, &mut out);
+    assert_eq!(c.next_flush_due(), Some(T + 15_300));
+    c.advance(T + 15_300, &mut out);
+    assert_eq!(c.next_flush_due(), None);
     assert_eq!(out.len(), 2);
     assert_eq!(out[1].sensor, "a");
     assert_eq!(c.open_frames(), 0);
@@ -196,7 +199,7 @@ fn seq_event_id_and_sample_ref() {
     let mut c = FrameCutter::new(FrameParams {
         gateway: "gw-7".into(),
         metric: Metric::AccelRms,
-        idle_timeout_ms: 30_000,
+        flush_after_ms: 15_000,
     });
     let mut out = Vec::new();
     let clock = Clock { state: ClockState::Synced, err_ms: Some(3) };
