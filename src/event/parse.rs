@@ -1775,6 +1775,19 @@ mod tests {
     }
 
     #[test]
+    fn schema_2_doc_example_and_reserialisation_caveat() {
+        let doc = include_str!("../../docs/event-schema-2.md");
+        let start = doc.find("```json\n").unwrap() + 8;
+        let end = start + doc[start..].find("```").unwrap();
+        let e = parse(&doc[start..end]).unwrap();
+        assert_eq!(e.schema, 2);
+        assert!((e.value - 0.5).abs() < 1e-12, "{}", e.value);
+        // Documented: an upcast event re-serialised is not a valid schema-2 event.
+        let again = parse(&serde_json::to_string(&e).unwrap()).unwrap_err();
+        assert_eq!(again.reason, Reason::UnknownField);
+    }
+
+    #[test]
     fn schema_2_rejections() {
         let with_value = schema2(json!({"x": 1}), None).replace("{\"", "{\"value\":1,\"");
         reject(&with_value, Reason::UnknownField, "\"value\" is not defined in schema 2");
