@@ -61,10 +61,22 @@ pub struct Sinks<A: Write, R: Write> {
     pub rejected: Option<R>,
 }
 
+/// One parsed line: its number, what it carried, and its raw bytes when it was rejected.
+struct Parsed {
+    line_no: u64,
+    result: Result<crate::trace::TraceLine, LineError>,
+    raw: Option<Vec<u8>>,
+}
+
+/// Lines are parsed in batches on a second thread while this one decides: parsing is pure and
+/// the batches arrive in order, so the decisions (and the output bytes) are exactly those of a
+/// single thread.
+const BATCH: usize = 1024;
+
 /// Runs the replay over `input`. `progress` is told the number of bytes consumed so far.
-pub fn replay<I: BufRead, A: Write, R: Write>(
+pub fn replay<I: BufRead + Send, A: Write, R: Write>(
     config: &Config,
-    mut input: I,
+    input: I,
     sinks: &mut Sinks<A, R>,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Summary> {
@@ -88,35 +100,28 @@ pub fn replay<I: BufRead, A: Write, R: Write>(
         derived: Vec::new(),
         now: i64::MIN,
     };
-    let mut line = Vec::with_capacity(4096);
-    let (mut line_no, mut bytes) = (0u64, 0u64);
-    loop {
-        line.clear();
-        let n = input.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
-        }
-        bytes += n as u64;
-        line_no += 1;
-        let text = trim_newline(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        run.summary.records += 1;
-        if let Err((at, why)) = run.line(text) {
-            run.reject(line_no, at, &why, text, sinks.rejected.as_mut())?;
-        }
-        for rec in run.alerts.drain(..) {
-            *run.summary.alerts.entry(kind_name(rec.kind)).or_insert(0) += 1;
-            serde_json::to_writer(&mut sinks.alerts, &rec)?;
-            sinks.alerts.write_all(b"\n")?;
-        }
-        if line_no % 4096 == 0 {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<Parsed>, u64)>>(8);
+    std::thread::scope(|scope| {
+        scope.spawn(move || parse_batches(input, &tx));
+        for batch in rx {
+            let (batch, bytes) = batch?;
+            for p in batch {
+                run.summary.records += 1;
+                if let Err((at, why)) = run.line(p.result) {
+                    let raw = p.raw.as_deref().unwrap_or_default();
+                    run.reject(p.line_no, at, &why, raw, sinks.rejected.as_mut())?;
+                }
+                for rec in run.alerts.drain(..) {
+                    *run.summary.alerts.entry(kind_name(rec.kind)).or_insert(0) += 1;
+                    serde_json::to_writer(&mut sinks.alerts, &rec)?;
+                    sinks.alerts.write_all(b"\n")?;
+                }
+            }
             progress(bytes);
             run.note_state();
         }
-    }
-    progress(bytes);
+        Ok::<(), std::io::Error>(())
+    })?;
     run.note_state();
     run.summary.watermarks = run.engine.watermarks().map(|(m, w)| (m.to_string(), w)).collect();
     sinks.alerts.flush()?;
@@ -124,6 +129,47 @@ pub fn replay<I: BufRead, A: Write, R: Write>(
         r.flush()?;
     }
     Ok(run.summary)
+}
+
+/// The parsing thread: reads lines, skips blank ones, parses the rest, and sends them in
+/// batches with the number of bytes consumed so far. Stops at the end of input, on a read
+/// error (sent on), or when the deciding side has gone.
+fn parse_batches<I: BufRead>(
+    mut input: I,
+    tx: &std::sync::mpsc::SyncSender<std::io::Result<(Vec<Parsed>, u64)>>,
+) {
+    let mut line = Vec::with_capacity(4096);
+    let (mut line_no, mut bytes) = (0u64, 0u64);
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        line.clear();
+        let n = match input.read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        if n > 0 {
+            bytes += n as u64;
+            line_no += 1;
+            let text = trim_newline(&line);
+            if !text.iter().all(u8::is_ascii_whitespace) {
+                let result = parse_line(text);
+                let raw = result.is_err().then(|| text.to_vec());
+                batch.push(Parsed { line_no, result, raw });
+            }
+        }
+        if (n == 0 || batch.len() == BATCH) && !batch.is_empty() {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            if tx.send(Ok((full, bytes))).is_err() {
+                return;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+    }
 }
 
 fn trim_newline(line: &[u8]) -> &[u8] {
@@ -152,8 +198,11 @@ struct Run {
 type LineError = (Option<i64>, Rejection);
 
 impl Run {
-    fn line(&mut self, text: &[u8]) -> Result<(), LineError> {
-        let tl = match parse_line(text) {
+    fn line(
+        &mut self,
+        parsed: Result<crate::trace::TraceLine, LineError>,
+    ) -> Result<(), LineError> {
+        let tl = match parsed {
             Ok(tl) => tl,
             Err((Some(at), why)) => {
                 self.advance(at);
@@ -171,7 +220,7 @@ impl Run {
             }
             Arrival::Event(ev) => {
                 self.summary.events_received += 1;
-                if let Err(why) = self.decide(&ev) {
+                if let Err(why) = self.decide(ev) {
                     return Err((Some(at), why));
                 }
             }
@@ -206,7 +255,7 @@ impl Run {
     fn decide_derived(&mut self, derived: &mut Vec<Event>) {
         for ev in derived.drain(..) {
             self.summary.events_derived += 1;
-            if let Err(why) = self.decide(&ev) {
+            if let Err(why) = self.decide(ev) {
                 // Derived events are well formed by construction; a rejection here is a clock
                 // problem (clock_future) or an id conflict, and is counted like any other.
                 *self.summary.quarantined.entry(why.reason.as_str()).or_insert(0) += 1;
@@ -214,7 +263,7 @@ impl Run {
         }
     }
 
-    fn decide(&mut self, ev: &Event) -> Result<(), Rejection> {
+    fn decide(&mut self, ev: Event) -> Result<(), Rejection> {
         let s = &mut self.summary;
         match self.engine.on_event(self.now, ev, &mut self.alerts) {
             Verdict::Applied => s.accepted += 1,

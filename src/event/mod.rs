@@ -154,16 +154,28 @@ impl Event {
     }
 }
 
+/// A small, stable 64-bit hash: 8 bytes at a time, multiply-xorshift mixing. Not for adversarial
+/// keys; it only tells "same content" from "different content" for one `event_id`.
 struct Fnv(u64);
 impl Fnv {
     fn new() -> Self {
         Fnv(0xcbf2_9ce4_8422_2325)
     }
+    fn word(&mut self, w: u64) {
+        self.0 = (self.0 ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 ^= self.0 >> 29;
+    }
     fn bytes(&mut self, b: &[u8]) {
-        for &x in b {
-            self.0 ^= u64::from(x);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            self.word(u64::from_le_bytes(a));
         }
+        let rest = chunks.remainder();
+        let mut a = [0u8; 8];
+        a[..rest.len()].copy_from_slice(rest);
+        self.word(u64::from_le_bytes(a) ^ ((rest.len() as u64) << 56));
     }
 }
 

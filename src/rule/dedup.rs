@@ -5,8 +5,7 @@
 //! entry behind its horizon is treated as absent even before the periodic sweep removes it; the
 //! sweep's timing therefore never changes a decision.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +24,7 @@ pub enum Seen {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Dedup {
-    ids: HashMap<String, Entry>,
+    ids: FxHashMap<String, Entry>,
     sweep_at: usize,
 }
 
@@ -52,8 +51,8 @@ impl Dedup {
         }
     }
 
-    pub fn remember(&mut self, event_id: &str, fingerprint: u64, ts_ms: i64, machine: u32) {
-        self.ids.insert(event_id.to_string(), Entry { fingerprint, ts_ms, machine });
+    pub fn remember(&mut self, event_id: String, fingerprint: u64, ts_ms: i64, machine: u32) {
+        self.ids.insert(event_id, Entry { fingerprint, ts_ms, machine });
     }
 
     /// Drops entries behind their horizon once the map has doubled since the last sweep

@@ -143,20 +143,35 @@ impl IncidentBook {
             Some(0)
         });
         let w = ctx.window_ms;
-        // Members: the old members, the high events of the span no old member range covered, and
-        // the new event.
-        let mut members = BTreeMap::new();
+        // Members: the old members, the high events of the span that no old member range covered,
+        // and the new event. Merging only moves the onset earlier and the end later, so every old
+        // member stays inside the new span and the survivor's map is extended in place.
         let (span_lo, span_hi) = (onset - w + 1, end - 1);
+        let mut gaps = Vec::new();
         let mut cursor = span_lo;
         for old in &olds {
             let (a, b) = (old.onset - w + 1, old.end - 1);
             if a > cursor {
-                self.copy_high(cursor, a - 1, &mut members);
+                gaps.push((cursor, a - 1));
             }
             cursor = cursor.max(b + 1);
         }
         if cursor <= span_hi {
-            self.copy_high(cursor, span_hi, &mut members);
+            gaps.push((cursor, span_hi));
+        }
+        let (alert_id, published, mut members) = match survivor {
+            Some(s) => {
+                let sv = olds.swap_remove(s);
+                (sv.alert_id, sv.published, sv.members)
+            }
+            None => (
+                format!("{}/{}/{}/{}", ctx.gateway, ctx.rule, ctx.machine, onset),
+                None,
+                BTreeMap::new(),
+            ),
+        };
+        for (lo, hi) in gaps {
+            self.copy_high(lo, hi, &mut members);
         }
         if new_key.0 >= span_lo && new_key.0 <= span_hi {
             if let Some(item) = self.high.get(new_key) {
@@ -164,20 +179,11 @@ impl IncidentBook {
             }
         }
         let mut absorbed = Vec::new();
-        let (alert_id, published) = match survivor {
-            Some(s) => {
-                let sv = olds.swap_remove(s);
-                members.extend(sv.members);
-                (sv.alert_id, sv.published)
-            }
-            None => (format!("{}/{}/{}/{}", ctx.gateway, ctx.rule, ctx.machine, onset), None),
-        };
         for old in olds {
             members.extend(old.members);
             absorbed.push((old.alert_id, old.published));
         }
-        let members =
-            members.into_iter().filter(|(k, _)| k.0 >= span_lo && k.0 <= span_hi).collect();
+        debug_assert!(members.keys().all(|k| k.0 >= span_lo && k.0 <= span_hi));
         let mut inc = Incident { alert_id, onset, end, members, published };
         sync(&mut inc, ctx, out);
         absorbed.sort_by_key(|a| a.1.as_ref().map(|p| p.onset));

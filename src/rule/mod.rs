@@ -19,7 +19,9 @@ pub mod incidents;
 pub mod watermark;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::{Event, Metric, Quality, Unit};
 use crate::quarantine::{Reason, Rejection};
@@ -128,7 +130,7 @@ impl Engine {
             p,
             now: i64::MIN,
             machines: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
             dedup: Dedup::default(),
             deadlines: BinaryHeap::new(),
             time_driven: BTreeSet::new(),
@@ -171,8 +173,9 @@ impl Engine {
         self.advance_to(at, out);
     }
 
-    /// One event, validated by the parser, arriving at ingest time `at`.
-    pub fn on_event(&mut self, at: i64, ev: &Event, out: &mut Vec<AlertRecord>) -> Verdict {
+    /// One event, validated by the parser, arriving at ingest time `at`. Taken by value: its id
+    /// moves into the duplicate memory.
+    pub fn on_event(&mut self, at: i64, ev: Event, out: &mut Vec<AlertRecord>) -> Verdict {
         self.advance_to(at, out);
         let now = self.now;
         if ev.ts_ms > now.saturating_add(self.p.max_future_ms) {
@@ -204,18 +207,18 @@ impl Engine {
         let m = &self.machines[mi as usize];
         let late = ev.ts_ms < m.wm;
         let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
-        if !too_late {
-            self.dedup.remember(&ev.event_id, fingerprint, ev.ts_ms, mi);
-            if self.is_high(mi, ev) {
-                let m = &mut self.machines[mi as usize];
-                let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
-                m.book.add(EvidenceItem::of(ev), &ctx, out);
-            }
+        if !too_late && self.is_high(mi, &ev) {
+            let m = &mut self.machines[mi as usize];
+            let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
+            m.book.add(EvidenceItem::of(&ev), &ctx, out);
         }
-        self.observe(mi, ev, now);
+        self.observe(mi, &ev, now);
         self.refresh(mi, Some(&ev.event_id), out);
-        let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
-        self.dedup.maybe_sweep(|m| horizon_of(machines, lateness, m));
+        if !too_late {
+            self.dedup.remember(ev.event_id, fingerprint, ev.ts_ms, mi);
+            let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
+            self.dedup.maybe_sweep(|m| horizon_of(machines, lateness, m));
+        }
         if too_late {
             Verdict::TooLate
         } else if late {
@@ -234,7 +237,7 @@ impl Engine {
         self.machines.push(Machine {
             name: name.to_string(),
             threshold,
-            sensor_index: HashMap::new(),
+            sensor_index: HashMap::default(),
             sensors: Vec::new(),
             in_heap: Vec::new(),
             idle: Vec::new(),
