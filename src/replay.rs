@@ -16,7 +16,7 @@ use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};
 use crate::stamp::{FrameCutter, FrameParams};
 use crate::trace::parse::parse_line;
-use crate::trace::Arrival;
+use crate::trace::{Arrival, TraceLine};
 
 /// The summary file: counts of what happened to every record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -64,13 +64,14 @@ pub struct Sinks<A: Write, R: Write> {
 /// One parsed line: its number, what it carried, and its raw bytes when it was rejected.
 struct Parsed {
     line_no: u64,
-    result: Result<crate::trace::TraceLine, LineError>,
+    result: Result<TraceLine, LineError>,
     raw: Option<Vec<u8>>,
 }
 
 /// Lines are parsed in batches on a second thread while this one decides: parsing is pure and
 /// the batches arrive in order, so the decisions (and the output bytes) are exactly those of a
-/// single thread.
+/// single thread. Decided batches go back to the parsing thread to be dropped there, where they
+/// were allocated (freeing across threads makes the two contend in the allocator).
 const BATCH: usize = 1024;
 
 /// Runs the replay over `input`. `progress` is told the number of bytes consumed so far.
@@ -100,14 +101,15 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
         derived: Vec::new(),
         now: i64::MIN,
     };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<Parsed>, u64)>>(8);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<Parsed>, u64)>>(4);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Parsed>>();
     std::thread::scope(|scope| {
-        scope.spawn(move || parse_batches(input, &tx));
+        scope.spawn(move || parse_batches(input, &tx, &done_rx));
         for batch in rx {
             let (batch, bytes) = batch?;
-            for p in batch {
+            for p in &batch {
                 run.summary.records += 1;
-                if let Err((at, why)) = run.line(p.result) {
+                if let Err((at, why)) = run.line(&p.result) {
                     let raw = p.raw.as_deref().unwrap_or_default();
                     run.reject(p.line_no, at, &why, raw, sinks.rejected.as_mut())?;
                 }
@@ -117,6 +119,7 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
                     sinks.alerts.write_all(b"\n")?;
                 }
             }
+            let _ = done_tx.send(batch);
             progress(bytes);
             run.note_state();
         }
@@ -137,6 +140,7 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
 fn parse_batches<I: BufRead>(
     mut input: I,
     tx: &std::sync::mpsc::SyncSender<std::io::Result<(Vec<Parsed>, u64)>>,
+    done: &std::sync::mpsc::Receiver<Vec<Parsed>>,
 ) {
     let mut line = Vec::with_capacity(4096);
     let (mut line_no, mut bytes) = (0u64, 0u64);
@@ -161,6 +165,9 @@ fn parse_batches<I: BufRead>(
             }
         }
         if (n == 0 || batch.len() == BATCH) && !batch.is_empty() {
+            while let Ok(decided) = done.try_recv() {
+                drop(decided);
+            }
             let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
             if tx.send(Ok((full, bytes))).is_err() {
                 return;
@@ -198,21 +205,18 @@ struct Run {
 type LineError = (Option<i64>, Rejection);
 
 impl Run {
-    fn line(
-        &mut self,
-        parsed: Result<crate::trace::TraceLine, LineError>,
-    ) -> Result<(), LineError> {
+    fn line(&mut self, parsed: &Result<TraceLine, LineError>) -> Result<(), LineError> {
         let tl = match parsed {
             Ok(tl) => tl,
             Err((Some(at), why)) => {
-                self.advance(at);
-                return Err((Some(at), why));
+                self.advance(*at);
+                return Err((Some(*at), why.clone()));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.clone()),
         };
         let at = tl.at;
         self.advance(at);
-        match tl.arrival {
+        match &tl.arrival {
             Arrival::Tick => {
                 self.summary.ticks += 1;
                 let now = self.now;
@@ -227,7 +231,7 @@ impl Run {
             Arrival::Samples(rec) => {
                 self.summary.samples_records += 1;
                 let mut derived = std::mem::take(&mut self.derived);
-                let pushed = self.cutter.push(self.now, &rec, &mut derived);
+                let pushed = self.cutter.push(self.now, rec, &mut derived);
                 self.decide_derived(&mut derived);
                 self.derived = derived;
                 if let Err(why) = pushed {
@@ -255,7 +259,7 @@ impl Run {
     fn decide_derived(&mut self, derived: &mut Vec<Event>) {
         for ev in derived.drain(..) {
             self.summary.events_derived += 1;
-            if let Err(why) = self.decide(ev) {
+            if let Err(why) = self.decide(&ev) {
                 // Derived events are well formed by construction; a rejection here is a clock
                 // problem (clock_future) or an id conflict, and is counted like any other.
                 *self.summary.quarantined.entry(why.reason.as_str()).or_insert(0) += 1;
@@ -263,7 +267,7 @@ impl Run {
         }
     }
 
-    fn decide(&mut self, ev: Event) -> Result<(), Rejection> {
+    fn decide(&mut self, ev: &Event) -> Result<(), Rejection> {
         let s = &mut self.summary;
         match self.engine.on_event(self.now, ev, &mut self.alerts) {
             Verdict::Applied => s.accepted += 1,

@@ -72,7 +72,7 @@ fn run(p: Params, arrivals: &[Event]) -> Vec<linegate::rule::alert::AlertRecord>
     let at0 = T0 + 700_000;
     let mut last_wm = std::collections::BTreeMap::new();
     for (i, e) in arrivals.iter().enumerate() {
-        let v = engine.on_event(at0 + i as i64, e.clone(), &mut out);
+        let v = engine.on_event(at0 + i as i64, e, &mut out);
         assert!(!matches!(v, Verdict::Rejected(_) | Verdict::TooLate), "{v:?}");
         for (m, wm) in engine.watermarks() {
             let prev = last_wm.insert(m.to_string(), wm);
@@ -153,7 +153,7 @@ fn state_stays_bounded_over_a_long_trace() {
     let mut out = Vec::new();
     let (mut peak_first_hour, mut peak_after, mut n, mut alerts) = (0usize, 0usize, 0u64, 0usize);
     load.generate(|at, e| {
-        engine.on_event(at, e.clone(), &mut out);
+        engine.on_event(at, e, &mut out);
         alerts += out.len();
         out.clear();
         n += 1;

@@ -173,9 +173,8 @@ impl Engine {
         self.advance_to(at, out);
     }
 
-    /// One event, validated by the parser, arriving at ingest time `at`. Taken by value: its id
-    /// moves into the duplicate memory.
-    pub fn on_event(&mut self, at: i64, ev: Event, out: &mut Vec<AlertRecord>) -> Verdict {
+    /// One event, validated by the parser, arriving at ingest time `at`.
+    pub fn on_event(&mut self, at: i64, ev: &Event, out: &mut Vec<AlertRecord>) -> Verdict {
         self.advance_to(at, out);
         let now = self.now;
         if ev.ts_ms > now.saturating_add(self.p.max_future_ms) {
@@ -207,15 +206,15 @@ impl Engine {
         let m = &self.machines[mi as usize];
         let late = ev.ts_ms < m.wm;
         let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
-        if !too_late && self.is_high(mi, &ev) {
+        if !too_late && self.is_high(mi, ev) {
             let m = &mut self.machines[mi as usize];
             let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
-            m.book.add(EvidenceItem::of(&ev), &ctx, out);
+            m.book.add(EvidenceItem::of(ev), &ctx, out);
         }
-        self.observe(mi, &ev, now);
+        self.observe(mi, ev, now);
         self.refresh(mi, Some(&ev.event_id), out);
         if !too_late {
-            self.dedup.remember(ev.event_id, fingerprint, ev.ts_ms, mi);
+            self.dedup.remember(&ev.event_id, fingerprint, ev.ts_ms, mi);
             let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
             self.dedup.maybe_sweep(|m| horizon_of(machines, lateness, m));
         }
