@@ -117,9 +117,9 @@ fn run_replay(
 
 fn check_config(path: &Path) -> Result<(), Error> {
     let c = Config::load(path)?;
-    eprintln!("{}: ok", path.display());
-    eprintln!("  gateway {}", c.gateway.id);
-    eprintln!(
+    println!("{}: ok", path.display());
+    println!("  gateway {}", c.gateway.id);
+    println!(
         "  rule {}: {} >= {} {} ({} in {} ms), {} machine override(s)",
         c.rule.name,
         c.rule.metric.as_str(),
@@ -129,6 +129,6 @@ fn check_config(path: &Path) -> Result<(), Error> {
         c.rule.window_ms,
         c.rule.machines.len()
     );
-    eprintln!("  {} source(s)", c.source.len());
+    println!("  {} source(s)", c.source.len());
     Ok(())
 }

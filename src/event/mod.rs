@@ -126,56 +126,44 @@ pub struct Event {
 
 impl Event {
     /// A 64-bit fingerprint of everything but `event_id`, used to tell a duplicate (same content)
-    /// from an id conflict (different content). FNV-1a over a canonical encoding: stable across
-    /// runs and platforms, so replays decide the same.
+    /// from an id conflict (different content). XXH3 over a fixed layout of the fields: stable
+    /// across runs, platforms and versions, so replays decide the same.
     pub fn fingerprint(&self) -> u64 {
-        let mut h = Fnv::new();
-        h.bytes(self.machine.as_bytes());
-        h.bytes(&[0xff]);
-        h.bytes(self.sensor.as_bytes());
-        h.bytes(&[0xff]);
-        h.bytes(&self.seq.to_le_bytes());
-        h.bytes(&self.ts_ms.to_le_bytes());
-        h.bytes(&[self.clock.state as u8]);
-        h.bytes(&self.clock.err_ms.map_or(u64::MAX, u64::from).to_le_bytes());
-        h.bytes(&[self.metric as u8, self.unit as u8, self.quality as u8]);
-        h.bytes(&self.value.to_bits().to_le_bytes());
-        h.bytes(&self.schema.to_le_bytes());
-        match self.samples {
-            None => h.bytes(&[0]),
-            Some(s) => {
-                h.bytes(&[1]);
-                h.bytes(&s.block_seq.to_le_bytes());
-                h.bytes(&s.from_ms.to_le_bytes());
-                h.bytes(&s.to_ms.to_le_bytes());
+        let (m, s) = (self.machine.as_bytes(), self.sensor.as_bytes());
+        let samples = self.samples.map_or([0; 3], |r| [r.block_seq as i64, r.from_ms, r.to_ms]);
+        let mut fixed = [0u8; 66];
+        let words = [
+            self.seq as i64,
+            self.ts_ms,
+            self.clock.err_ms.map_or(-1, i64::from),
+            self.value.to_bits() as i64,
+            i64::from(self.schema),
+            samples[0],
+            samples[1],
+            samples[2],
+        ];
+        for (i, w) in words.iter().enumerate() {
+            fixed[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        fixed[64] = (self.clock.state as u8) << 4 | self.samples.is_some() as u8;
+        fixed[65] = (self.metric as u8) << 4 | (self.unit as u8) << 2 | self.quality as u8;
+        // machine, 0xff, sensor, 0xff, fixed fields; on the stack when the names fit.
+        let mut buf = [0u8; 64 + 64 + 2 + 66];
+        let n = m.len() + s.len() + 2 + fixed.len();
+        if n <= buf.len() {
+            buf[..m.len()].copy_from_slice(m);
+            buf[m.len()] = 0xff;
+            buf[m.len() + 1..m.len() + 1 + s.len()].copy_from_slice(s);
+            buf[m.len() + 1 + s.len()] = 0xff;
+            buf[n - fixed.len()..n].copy_from_slice(&fixed);
+            xxhash_rust::xxh3::xxh3_64(&buf[..n])
+        } else {
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            for part in [m, &[0xff], s, &[0xff], &fixed] {
+                h.update(part);
             }
+            h.digest()
         }
-        h.0
-    }
-}
-
-/// A small, stable 64-bit hash: 8 bytes at a time, multiply-xorshift mixing. Not for adversarial
-/// keys; it only tells "same content" from "different content" for one `event_id`.
-struct Fnv(u64);
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    fn word(&mut self, w: u64) {
-        self.0 = (self.0 ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.0 ^= self.0 >> 29;
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        let mut chunks = b.chunks_exact(8);
-        for c in &mut chunks {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(c);
-            self.word(u64::from_le_bytes(a));
-        }
-        let rest = chunks.remainder();
-        let mut a = [0u8; 8];
-        a[..rest.len()].copy_from_slice(rest);
-        self.word(u64::from_le_bytes(a) ^ ((rest.len() as u64) << 56));
     }
 }
 
@@ -196,6 +184,51 @@ mod tests {
         assert_eq!(Unit::Ms2.convert(9.80665, Unit::G), Some(1.0));
         assert_eq!(Unit::MmS.convert(1.0, Unit::G), None);
         assert_eq!(Unit::G.convert(1.0, Unit::MmS), None);
+    }
+
+    #[test]
+    fn fingerprint_sees_every_field_but_the_id_and_long_names_take_the_other_path() {
+        let e = Event {
+            event_id: "gw.s1.1".into(),
+            machine: "press-7".into(),
+            sensor: "s1".into(),
+            seq: 1,
+            ts_ms: 1_700_000_000_000,
+            clock: Clock { state: ClockState::Synced, err_ms: Some(2) },
+            metric: Metric::AccelRms,
+            value: 0.7,
+            unit: Unit::G,
+            schema: 1,
+            quality: Quality::Good,
+            samples: Some(SampleRef { block_seq: 1, from_ms: 0, to_ms: 1000 }),
+        };
+        let f = e.fingerprint();
+        assert_eq!(Event { event_id: "other".into(), ..e.clone() }.fingerprint(), f);
+        let changed = [
+            Event { machine: "press-8".into(), ..e.clone() },
+            Event { sensor: "s2".into(), ..e.clone() },
+            Event { machine: "press-7s".into(), sensor: "1".into(), ..e.clone() },
+            Event { seq: 2, ..e.clone() },
+            Event { ts_ms: e.ts_ms + 1, ..e.clone() },
+            Event { clock: Clock { state: ClockState::Holdover, err_ms: Some(2) }, ..e.clone() },
+            Event { clock: Clock { state: ClockState::Synced, err_ms: None }, ..e.clone() },
+            Event { metric: Metric::AccelPeak, ..e.clone() },
+            Event { value: 0.71, ..e.clone() },
+            Event { unit: Unit::Ms2, ..e.clone() },
+            Event { schema: 2, ..e.clone() },
+            Event { quality: Quality::Uncertain, ..e.clone() },
+            Event { samples: None, ..e.clone() },
+            Event {
+                samples: Some(SampleRef { block_seq: 2, from_ms: 0, to_ms: 1000 }),
+                ..e.clone()
+            },
+        ];
+        for c in &changed {
+            assert_ne!(c.fingerprint(), f, "{c:?}");
+        }
+        let long = Event { machine: "m".repeat(200), ..e.clone() };
+        assert_eq!(long.fingerprint(), long.clone().fingerprint());
+        assert_ne!(long.fingerprint(), f);
     }
 
     #[test]

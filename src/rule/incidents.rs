@@ -7,13 +7,21 @@
 //! evidence (`ts <= onset`) and `also` (`ts > onset`) survive the eviction of old high events.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::alert::{AlertKind, AlertRecord, EvidenceItem};
 
 /// High events and members are ordered by event time, then event id: the order of `evidence`.
-pub type Key = (i64, String);
+/// The id is always `Some`; `(t, None)` sorts before every key of time `t`, a free range bound.
+/// Events are shared (`Arc`) between the high-event index and the incidents they belong to.
+pub type Key = (i64, Option<Arc<str>>);
+type Item = Arc<EvidenceItem>;
+
+const fn at_or_after(t: i64) -> Key {
+    (t, None)
+}
 
 /// What a record last published about an incident; changes against it decide `amend`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,13 +40,13 @@ pub struct Incident {
     pub alert_id: String,
     pub onset: i64,
     pub end: i64,
-    pub members: BTreeMap<Key, EvidenceItem>,
+    pub members: BTreeMap<Key, Item>,
     pub published: Option<Published>,
 }
 
 impl Incident {
     fn n_evidence(&self) -> usize {
-        self.members.range(..(self.onset + 1, String::new())).count()
+        self.members.range(..at_or_after(self.onset + 1)).count()
     }
 }
 
@@ -62,13 +70,13 @@ pub struct Ctx<'a> {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IncidentBook {
-    high: BTreeMap<Key, EvidenceItem>,
+    high: BTreeMap<Key, Item>,
     /// Disjoint, keyed by onset.
     incidents: BTreeMap<i64, Incident>,
 }
 
 fn range_keys(lo_incl: i64, hi_incl: i64) -> std::ops::Range<Key> {
-    (lo_incl, String::new())..(hi_incl.saturating_add(1), String::new())
+    at_or_after(lo_incl)..at_or_after(hi_incl.saturating_add(1))
 }
 
 impl IncidentBook {
@@ -88,8 +96,8 @@ impl IncidentBook {
     /// Applies one high event and emits what it changes.
     pub fn add(&mut self, item: EvidenceItem, ctx: &Ctx<'_>, out: &mut Vec<AlertRecord>) {
         let t = item.ts_ms;
-        let key = (t, item.event_id.clone());
-        self.high.insert(key.clone(), item);
+        let key = (t, Some(Arc::<str>::from(item.event_id.as_str())));
+        self.high.insert(key.clone(), Arc::new(item));
         let regions = self.true_regions_from(t, ctx.window_ms, ctx.count);
         let (Some(first), Some(last)) = (regions.first(), regions.last()) else { return };
         let (lo, hi) = (first.0, last.1);
@@ -198,7 +206,7 @@ impl IncidentBook {
         self.incidents.insert(onset, inc);
     }
 
-    fn copy_high(&self, lo: i64, hi: i64, into: &mut BTreeMap<Key, EvidenceItem>) {
+    fn copy_high(&self, lo: i64, hi: i64, into: &mut BTreeMap<Key, Item>) {
         for (k, v) in self.high.range(range_keys(lo, hi)) {
             into.insert(k.clone(), v.clone());
         }
@@ -207,11 +215,11 @@ impl IncidentBook {
     /// The maximal intervals of `[t, t + W)` on which `C` holds, ascending and disjoint.
     fn true_regions_from(&self, t: i64, w: i64, n: usize) -> Vec<(i64, i64)> {
         let n = n.max(1);
-        let later = self.high.range((t + 1, String::new())..).next().is_some();
+        let later = self.high.range(at_or_after(t + 1)..).next().is_some();
         if !later {
             // Nothing after t: the count on [t, t + W) only falls, so C holds up to d_N + W,
             // with d_N the N-th latest event time.
-            let nth = self.high.range(..(t + 1, String::new())).rev().nth(n - 1);
+            let nth = self.high.range(..at_or_after(t + 1)).rev().nth(n - 1);
             return match nth {
                 Some(((d, _), _)) if *d > t - w => vec![(t, d + w)],
                 _ => Vec::new(),
@@ -273,7 +281,7 @@ impl IncidentBook {
 }
 
 fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> AlertRecord {
-    let split = (inc.onset + 1, String::new());
+    let split = at_or_after(inc.onset + 1);
     AlertRecord {
         alert_id: inc.alert_id.clone(),
         revision,
@@ -282,8 +290,8 @@ fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> Aler
         rule: ctx.rule.to_string(),
         onset_ms: inc.onset,
         end_ms: (ctx.wm > inc.end).then_some(inc.end),
-        evidence: inc.members.range(..split.clone()).map(|(_, v)| v.clone()).collect(),
-        also: inc.members.range(split..).map(|(k, _)| k.1.clone()).collect(),
+        evidence: inc.members.range(..split.clone()).map(|(_, v)| EvidenceItem::clone(v)).collect(),
+        also: inc.members.range(split..).map(|(_, v)| v.event_id.clone()).collect(),
         superseded_by: None,
         caused_by: ctx.caused_by.map(str::to_string),
         watermark_ms: (ctx.wm != i64::MIN).then_some(ctx.wm),
