@@ -57,3 +57,27 @@ fn cwru_trace_alerts_match_the_brute_force_reference() {
     assert_eq!(summary.events_received, 0, "every event is derived from raw samples");
     assert_eq!(summary.events_derived, 19, "one event per second of samples");
 }
+
+/// The committed expectations are exactly what the independent reference computes from the
+/// committed trace (python3, standard library only), and its hand-worked self-test passes.
+#[test]
+fn committed_expectations_are_the_reference_output() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("fixtures/cwru/reference.py");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .output()
+            .expect("python3 runs the reference computation");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["--self-test".as_ref()]);
+    run(&["--out-dir".as_ref(), dir.path().as_os_str()]);
+    for name in ["cwru.incidents.json", "cwru.frames.json"] {
+        let fresh = std::fs::read(dir.path().join(name)).unwrap();
+        let committed = std::fs::read(root.join("fixtures/expected").join(name)).unwrap();
+        assert!(fresh == committed, "{name} differs from reference.py's output");
+    }
+}
