@@ -17,10 +17,12 @@
 
 pub mod clock;
 pub mod config;
+pub mod decide;
 pub mod event;
 pub mod quarantine;
 pub mod replay;
 pub mod rule;
+pub mod snapshot;
 pub mod stamp;
 pub mod synth;
 pub mod trace;

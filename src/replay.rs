@@ -1,8 +1,9 @@
 //! `linegate replay`: the whole decision path over a trace, deterministically, without a broker
 //! (CONTRACTS section 8). Streaming: memory is the rule state, not the trace length.
 //!
-//! For each line, in order: parse it; let ingest time advance to its `at` (idle sensors flush
-//! their open frames, whose derived events are decided first); then decide what it carries.
+//! Lines are parsed on one thread and decided in order by [`Decider`] on another; this module
+//! only moves bytes: alert records to `--out`, rejected lines to `--rejected`, counts to
+//! `--summary`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -10,38 +11,50 @@ use std::io::{BufRead, Write};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::event::{Event, Metric};
+use crate::decide::{Decider, LineError};
 use crate::quarantine::{Reason, Rejection};
-use crate::rule::alert::{AlertKind, AlertRecord};
-use crate::rule::{Engine, Params, StateSize, Verdict};
-use crate::stamp::{FrameCutter, FrameParams};
 use crate::trace::parse::parse_line;
-use crate::trace::{Arrival, TraceLine};
+use crate::trace::TraceLine;
 
-/// The summary file: counts of what happened to every record.
+/// The summary file: the decider's counts and each machine's final watermark. Field order is
+/// the file's order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
-    /// Trace lines read (empty lines are skipped and not counted).
     pub records: u64,
-    /// Events accepted: applied, late applied and too late.
     pub accepted: u64,
     pub duplicates: u64,
     pub late_applied: u64,
     pub too_late: u64,
-    /// Rejected records by reason (every reason of CONTRACTS section 7 is listed, zeros too).
-    pub quarantined: BTreeMap<&'static str, u64>,
-    /// Events that arrived as such in the trace.
+    pub quarantined: BTreeMap<String, u64>,
     pub events_received: u64,
-    /// Events derived from `samples` records.
     pub events_derived: u64,
     pub samples_records: u64,
     pub ticks: u64,
-    /// Alert records written, by kind.
-    pub alerts: BTreeMap<&'static str, u64>,
+    pub alerts: BTreeMap<String, u64>,
     /// Each machine's final watermark (null when it never had one).
     pub watermarks: BTreeMap<String, Option<i64>>,
-    /// The largest rule state seen (high events + incident members + remembered ids).
     pub peak_state: u64,
+}
+
+impl Summary {
+    fn of(d: &Decider) -> Self {
+        let c = d.counts().clone();
+        Summary {
+            records: c.records,
+            accepted: c.accepted,
+            duplicates: c.duplicates,
+            late_applied: c.late_applied,
+            too_late: c.too_late,
+            quarantined: c.quarantined,
+            events_received: c.events_received,
+            events_derived: c.events_derived,
+            samples_records: c.samples_records,
+            ticks: c.ticks,
+            alerts: c.alerts,
+            watermarks: d.watermarks().map(|(m, w)| (m.to_string(), w)).collect(),
+            peak_state: c.peak_state,
+        }
+    }
 }
 
 /// A rejected record as written to `--rejected`: its line, reason, the sentence, the raw bytes.
@@ -81,26 +94,8 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
     sinks: &mut Sinks<A, R>,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Summary> {
-    let params = Params::from_config(config);
-    let metric = match params.metric {
-        Metric::AccelPeak => Metric::AccelPeak,
-        _ => Metric::AccelRms,
-    };
-    let mut run = Run {
-        engine: Engine::new(params),
-        cutter: FrameCutter::new(FrameParams {
-            gateway: config.gateway.id.clone(),
-            metric,
-            flush_after_ms: config.time.idle_timeout_ms / 2,
-        }),
-        summary: Summary {
-            quarantined: Reason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
-            ..Summary::default()
-        },
-        alerts: Vec::new(),
-        derived: Vec::new(),
-        now: i64::MIN,
-    };
+    let mut decider = Decider::new(config);
+    let mut alerts = Vec::new();
     let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<Parsed>, u64)>>(4);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Parsed>>();
     std::thread::scope(|scope| {
@@ -108,30 +103,29 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
         for batch in rx {
             let (batch, bytes) = batch?;
             for p in &batch {
-                run.summary.records += 1;
-                if let Err((at, why)) = run.line(&p.result) {
-                    let raw = p.raw.as_deref().unwrap_or_default();
-                    run.reject(p.line_no, at, &why, raw, sinks.rejected.as_mut())?;
+                if let Err((at, why)) = decider.line(&p.result, &mut alerts) {
+                    if let Some(sink) = sinks.rejected.as_mut() {
+                        let raw = p.raw.as_deref().unwrap_or_default();
+                        write_rejected(sink, p.line_no, at, &why, raw)?;
+                    }
                 }
-                for rec in run.alerts.drain(..) {
-                    *run.summary.alerts.entry(kind_name(rec.kind)).or_insert(0) += 1;
+                for rec in alerts.drain(..) {
                     serde_json::to_writer(&mut sinks.alerts, &rec)?;
                     sinks.alerts.write_all(b"\n")?;
                 }
             }
             let _ = done_tx.send(batch);
             progress(bytes);
-            run.note_state();
+            decider.note_state();
         }
         Ok::<(), std::io::Error>(())
     })?;
-    run.note_state();
-    run.summary.watermarks = run.engine.watermarks().map(|(m, w)| (m.to_string(), w)).collect();
+    decider.note_state();
     sinks.alerts.flush()?;
     if let Some(r) = sinks.rejected.as_mut() {
         r.flush()?;
     }
-    Ok(run.summary)
+    Ok(Summary::of(&decider))
 }
 
 /// The parsing thread: reads lines, skips blank ones, parses the rest, and sends them in
@@ -184,129 +178,15 @@ fn trim_newline(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-fn kind_name(k: AlertKind) -> &'static str {
-    match k {
-        AlertKind::Open => "open",
-        AlertKind::Amend => "amend",
-        AlertKind::Close => "close",
-        AlertKind::Supersede => "supersede",
-    }
-}
-
-struct Run {
-    engine: Engine,
-    cutter: FrameCutter,
-    summary: Summary,
-    alerts: Vec<AlertRecord>,
-    derived: Vec<Event>,
-    now: i64,
-}
-
-type LineError = (Option<i64>, Rejection);
-
-impl Run {
-    fn line(&mut self, parsed: &Result<TraceLine, LineError>) -> Result<(), LineError> {
-        let tl = match parsed {
-            Ok(tl) => tl,
-            Err((Some(at), why)) => {
-                self.advance(*at);
-                return Err((Some(*at), why.clone()));
-            }
-            Err(e) => return Err(e.clone()),
-        };
-        let at = tl.at;
-        self.advance(at);
-        match &tl.arrival {
-            Arrival::Tick => {
-                self.summary.ticks += 1;
-                let now = self.now;
-                self.engine.tick(now, &mut self.alerts);
-            }
-            Arrival::Event(ev) => {
-                self.summary.events_received += 1;
-                if let Err(why) = self.decide(ev) {
-                    return Err((Some(at), why));
-                }
-            }
-            Arrival::Samples(rec) => {
-                self.summary.samples_records += 1;
-                let mut derived = std::mem::take(&mut self.derived);
-                let pushed = self.cutter.push(self.now, rec, &mut derived);
-                self.decide_derived(&mut derived);
-                self.derived = derived;
-                if let Err(why) = pushed {
-                    return Err((Some(at), why));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Ingest time moves to `at` (never back). Stalled sensors' open frames are flushed and
-    /// decided at the ingest time each became due, in that order, before anything at `at`.
-    fn advance(&mut self, at: i64) {
-        let at = self.now.max(at);
-        let mut derived = std::mem::take(&mut self.derived);
-        while let Some(due) = self.cutter.next_flush_due().filter(|&d| d <= at) {
-            self.now = self.now.max(due);
-            self.cutter.advance(self.now, &mut derived);
-            self.decide_derived(&mut derived);
-        }
-        self.now = at;
-        self.derived = derived;
-    }
-
-    fn decide_derived(&mut self, derived: &mut Vec<Event>) {
-        for ev in derived.drain(..) {
-            self.summary.events_derived += 1;
-            if let Err(why) = self.decide(&ev) {
-                // Derived events are well formed by construction; a rejection here is a clock
-                // problem (clock_future) or an id conflict, and is counted like any other.
-                *self.summary.quarantined.entry(why.reason.as_str()).or_insert(0) += 1;
-            }
-        }
-    }
-
-    fn decide(&mut self, ev: &Event) -> Result<(), Rejection> {
-        let s = &mut self.summary;
-        match self.engine.on_event(self.now, ev, &mut self.alerts) {
-            Verdict::Applied => s.accepted += 1,
-            Verdict::LateApplied => {
-                s.accepted += 1;
-                s.late_applied += 1;
-            }
-            Verdict::TooLate => {
-                s.accepted += 1;
-                s.too_late += 1;
-            }
-            Verdict::Duplicate => s.duplicates += 1,
-            Verdict::Rejected(why) => return Err(why),
-        }
-        Ok(())
-    }
-
-    fn reject<R: Write>(
-        &mut self,
-        line: u64,
-        at: Option<i64>,
-        why: &Rejection,
-        raw: &[u8],
-        sink: Option<&mut R>,
-    ) -> std::io::Result<()> {
-        *self.summary.quarantined.entry(why.reason.as_str()).or_insert(0) += 1;
-        if let Some(sink) = sink {
-            let raw = String::from_utf8_lossy(raw);
-            let rec =
-                RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw };
-            serde_json::to_writer(&mut *sink, &rec)?;
-            sink.write_all(b"\n")?;
-        }
-        Ok(())
-    }
-
-    fn note_state(&mut self) {
-        let StateSize { high_events, members, dedup_ids, .. } = self.engine.state_size();
-        let size = (high_events + members + dedup_ids + self.cutter.open_frames()) as u64;
-        self.summary.peak_state = self.summary.peak_state.max(size);
-    }
+fn write_rejected<R: Write>(
+    sink: &mut R,
+    line: u64,
+    at: Option<i64>,
+    why: &Rejection,
+    raw: &[u8],
+) -> std::io::Result<()> {
+    let raw = String::from_utf8_lossy(raw);
+    let rec = RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw };
+    serde_json::to_writer(&mut *sink, &rec)?;
+    sink.write_all(b"\n")
 }

@@ -87,7 +87,7 @@ impl Verdict {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Machine {
     name: String,
     threshold: f64,
@@ -124,7 +124,54 @@ pub struct Engine {
     time_driven: BTreeSet<u32>,
 }
 
+/// The engine's state without its parameters, borrowed for encoding.
+#[derive(serde::Serialize)]
+struct StateRef<'a> {
+    now: i64,
+    machines: &'a [Machine],
+    dedup: &'a Dedup,
+    deadlines: &'a BinaryHeap<Reverse<(i64, u32, u32)>>,
+    time_driven: &'a BTreeSet<u32>,
+}
+
+/// The same, owned, for decoding.
+#[derive(serde::Deserialize)]
+struct State {
+    now: i64,
+    machines: Vec<Machine>,
+    dedup: Dedup,
+    deadlines: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    time_driven: BTreeSet<u32>,
+}
+
 impl Engine {
+    /// The whole decision state as bytes (parameters excluded), for a checkpoint.
+    pub fn snapshot(&self) -> Vec<u8> {
+        crate::snapshot::encode(&StateRef {
+            now: self.now,
+            machines: &self.machines,
+            dedup: &self.dedup,
+            deadlines: &self.deadlines,
+            time_driven: &self.time_driven,
+        })
+    }
+
+    /// An engine that continues exactly where the one that took `snapshot` stood.
+    pub fn restore(p: Params, snapshot: &[u8]) -> Result<Self, crate::snapshot::SnapshotError> {
+        let s: State = crate::snapshot::decode(snapshot)?;
+        let by_name =
+            s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
+        Ok(Engine {
+            p,
+            now: s.now,
+            machines: s.machines,
+            by_name,
+            dedup: s.dedup,
+            deadlines: s.deadlines,
+            time_driven: s.time_driven,
+        })
+    }
+
     pub fn new(p: Params) -> Self {
         Engine {
             p,

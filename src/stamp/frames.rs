@@ -25,7 +25,7 @@ pub struct FrameParams {
 }
 
 /// The frame a sensor is currently filling.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct OpenFrame {
     /// Frame index: the frame covers event time `[k * 1000, (k + 1) * 1000)`.
     k: i64,
@@ -88,7 +88,7 @@ impl OpenFrame {
 }
 
 /// Per (machine, sensor) state.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct SensorState {
     /// The seq of the last emitted event (0: none yet).
     last_seq: u64,
@@ -114,8 +114,10 @@ impl SensorState {
 }
 
 /// Cuts samples records into one-second frames and derives one event per frame and sensor.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FrameCutter {
+    /// Configuration, not state: never in a snapshot; `restore` takes it anew.
+    #[serde(skip, default = "FrameParams::unset")]
     params: FrameParams,
     /// machine -> sensor -> state (ordered, so every iteration is deterministic).
     sensors: BTreeMap<String, BTreeMap<String, SensorState>>,
@@ -144,7 +146,28 @@ fn worse_clock(a: Clock, b: Clock) -> Clock {
     }
 }
 
+impl FrameParams {
+    fn unset() -> Self {
+        FrameParams { gateway: String::new(), metric: Metric::AccelRms, flush_after_ms: 0 }
+    }
+}
+
 impl FrameCutter {
+    /// The cutter's state as bytes (parameters excluded), for a checkpoint.
+    pub fn snapshot(&self) -> Vec<u8> {
+        crate::snapshot::encode(self)
+    }
+
+    /// A cutter that continues exactly where the one that took `snapshot` stood.
+    pub fn restore(
+        params: FrameParams,
+        snapshot: &[u8],
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        let mut c: FrameCutter = crate::snapshot::decode(snapshot)?;
+        c.params = params;
+        Ok(c)
+    }
+
     pub fn new(params: FrameParams) -> Self {
         FrameCutter {
             params,

@@ -1,0 +1,239 @@
+//! The decide stage: parsed trace lines, one at a time, through feature extraction and the rule.
+//! Pure like the cores it drives — ingest time comes from each line's `at` — and snapshot-able,
+//! so a checkpoint can stop it after any line and a restored one continues byte for byte.
+//!
+//! For each line: ingest time advances to its `at` (stalled sensors' open frames are flushed and
+//! decided at the ingest time each became due, in that order); then what the line carries is
+//! decided. A rejected line whose `at` can be read still advances ingest time.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::event::{Event, Metric};
+use crate::quarantine::{Reason, Rejection};
+use crate::rule::alert::{AlertKind, AlertRecord};
+use crate::rule::{Engine, Params, StateSize, Verdict};
+use crate::snapshot::SnapshotError;
+use crate::stamp::{FrameCutter, FrameParams};
+use crate::trace::{Arrival, TraceLine};
+
+/// A line that was rejected: its ingest time when it could be read, and why.
+pub type LineError = (Option<i64>, Rejection);
+
+/// Counts of what happened to every record (the body of `replay --summary`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Lines decided (blank lines are not lines).
+    pub records: u64,
+    /// Events accepted: applied, late applied and too late.
+    pub accepted: u64,
+    pub duplicates: u64,
+    pub late_applied: u64,
+    pub too_late: u64,
+    /// Rejected records by reason; every reason is listed, zeros too.
+    pub quarantined: BTreeMap<String, u64>,
+    /// Events that arrived as such.
+    pub events_received: u64,
+    /// Events derived from `samples` records.
+    pub events_derived: u64,
+    pub samples_records: u64,
+    pub ticks: u64,
+    /// Alert records produced, by kind.
+    pub alerts: BTreeMap<String, u64>,
+    /// The largest rule state seen (high events + incident members + remembered ids + open frames).
+    pub peak_state: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Decider {
+    engine: Engine,
+    cutter: FrameCutter,
+    counts: Counts,
+    now: i64,
+    derived: Vec<Event>,
+}
+
+/// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    now: i64,
+    counts: Counts,
+    engine: Vec<u8>,
+    cutter: Vec<u8>,
+}
+
+fn frame_params(config: &Config) -> FrameParams {
+    FrameParams {
+        gateway: config.gateway.id.clone(),
+        // Derived events carry the rule's metric where samples can give it.
+        metric: match config.rule.metric {
+            Metric::AccelPeak => Metric::AccelPeak,
+            _ => Metric::AccelRms,
+        },
+        // Half the idle timeout: a stalled sensor's last frame is decided while the sensor
+        // still holds the watermark back, and only then does the sensor go idle.
+        flush_after_ms: config.time.idle_timeout_ms / 2,
+    }
+}
+
+impl Decider {
+    pub fn new(config: &Config) -> Self {
+        Decider {
+            engine: Engine::new(Params::from_config(config)),
+            cutter: FrameCutter::new(frame_params(config)),
+            counts: Counts {
+                quarantined: Reason::ALL.iter().map(|r| (r.as_str().to_string(), 0)).collect(),
+                ..Counts::default()
+            },
+            now: i64::MIN,
+            derived: Vec::new(),
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<u8> {
+        crate::snapshot::encode(&Saved {
+            now: self.now,
+            counts: self.counts.clone(),
+            engine: self.engine.snapshot(),
+            cutter: self.cutter.snapshot(),
+        })
+    }
+
+    pub fn restore(config: &Config, snapshot: &[u8]) -> Result<Self, SnapshotError> {
+        let s: Saved = crate::snapshot::decode(snapshot)?;
+        Ok(Decider {
+            engine: Engine::restore(Params::from_config(config), &s.engine)?,
+            cutter: FrameCutter::restore(frame_params(config), &s.cutter)?,
+            counts: s.counts,
+            now: s.now,
+            derived: Vec::new(),
+        })
+    }
+
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Each machine's watermark, in first-seen order.
+    pub fn watermarks(&self) -> impl Iterator<Item = (&str, Option<i64>)> {
+        self.engine.watermarks()
+    }
+
+    /// Decides one line; its alert records are appended to `alerts`. A rejected line (by the
+    /// parser or by a decision) is counted and returned.
+    pub fn line(
+        &mut self,
+        parsed: &Result<TraceLine, LineError>,
+        alerts: &mut Vec<AlertRecord>,
+    ) -> Result<(), LineError> {
+        self.counts.records += 1;
+        let first = alerts.len();
+        let result = self.decide_line(parsed, alerts);
+        for rec in &alerts[first..] {
+            *self.counts.alerts.entry(kind_name(rec.kind).to_string()).or_insert(0) += 1;
+        }
+        if let Err((_, why)) = &result {
+            self.count_rejection(why);
+        }
+        result
+    }
+
+    /// Records how large the state is now, for `peak_state`.
+    pub fn note_state(&mut self) {
+        let StateSize { high_events, members, dedup_ids, .. } = self.engine.state_size();
+        let size = (high_events + members + dedup_ids + self.cutter.open_frames()) as u64;
+        self.counts.peak_state = self.counts.peak_state.max(size);
+    }
+
+    fn decide_line(
+        &mut self,
+        parsed: &Result<TraceLine, LineError>,
+        alerts: &mut Vec<AlertRecord>,
+    ) -> Result<(), LineError> {
+        let tl = match parsed {
+            Ok(tl) => tl,
+            Err((Some(at), why)) => {
+                self.advance(*at, alerts);
+                return Err((Some(*at), why.clone()));
+            }
+            Err(e) => return Err(e.clone()),
+        };
+        let at = tl.at;
+        self.advance(at, alerts);
+        match &tl.arrival {
+            Arrival::Tick => {
+                self.counts.ticks += 1;
+                self.engine.tick(self.now, alerts);
+            }
+            Arrival::Event(ev) => {
+                self.counts.events_received += 1;
+                self.decide(ev, alerts).map_err(|why| (Some(at), why))?;
+            }
+            Arrival::Samples(rec) => {
+                self.counts.samples_records += 1;
+                let mut derived = std::mem::take(&mut self.derived);
+                let pushed = self.cutter.push(self.now, rec, &mut derived);
+                self.decide_derived(&mut derived, alerts);
+                self.derived = derived;
+                pushed.map_err(|why| (Some(at), why))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, at: i64, alerts: &mut Vec<AlertRecord>) {
+        let at = self.now.max(at);
+        let mut derived = std::mem::take(&mut self.derived);
+        while let Some(due) = self.cutter.next_flush_due().filter(|&d| d <= at) {
+            self.now = self.now.max(due);
+            self.cutter.advance(self.now, &mut derived);
+            self.decide_derived(&mut derived, alerts);
+        }
+        self.now = at;
+        self.derived = derived;
+    }
+
+    fn decide_derived(&mut self, derived: &mut Vec<Event>, alerts: &mut Vec<AlertRecord>) {
+        for ev in derived.drain(..) {
+            self.counts.events_derived += 1;
+            if let Err(why) = self.decide(&ev, alerts) {
+                // Derived events are well formed by construction; a rejection here is a clock
+                // problem (clock_future) or an id conflict, and is counted like any other.
+                self.count_rejection(&why);
+            }
+        }
+    }
+
+    fn decide(&mut self, ev: &Event, alerts: &mut Vec<AlertRecord>) -> Result<(), Rejection> {
+        let c = &mut self.counts;
+        match self.engine.on_event(self.now, ev, alerts) {
+            Verdict::Applied => c.accepted += 1,
+            Verdict::LateApplied => {
+                c.accepted += 1;
+                c.late_applied += 1;
+            }
+            Verdict::TooLate => {
+                c.accepted += 1;
+                c.too_late += 1;
+            }
+            Verdict::Duplicate => c.duplicates += 1,
+            Verdict::Rejected(why) => return Err(why),
+        }
+        Ok(())
+    }
+
+    fn count_rejection(&mut self, why: &Rejection) {
+        *self.counts.quarantined.entry(why.reason.as_str().to_string()).or_insert(0) += 1;
+    }
+}
+
+fn kind_name(k: AlertKind) -> &'static str {
+    match k {
+        AlertKind::Open => "open",
+        AlertKind::Amend => "amend",
+        AlertKind::Close => "close",
+        AlertKind::Supersede => "supersede",
+    }
+}

@@ -1,0 +1,93 @@
+//! The checkpoint contract of the decide stage (ARCHITECTURE.md, "the checkpoint boundary"):
+//! stopping after any line, snapshotting, restoring and going on decides exactly as a run that
+//! never stopped — same alert records, byte for byte, and the same counts.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use linegate::config::Config;
+use linegate::decide::{Counts, Decider};
+use linegate::trace::parse::parse_line;
+use proptest::prelude::*;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn config_for(trace: &Path) -> Config {
+    let own = trace.with_extension("toml");
+    let path = if own.exists() { own } else { root().join("fixtures/traces/golden.toml") };
+    Config::load(&path).unwrap()
+}
+
+/// Decides `lines`, restoring from a snapshot after every line for which `cut` says so.
+fn decide(config: &Config, lines: &[&[u8]], cut: impl Fn(usize) -> bool) -> (String, Counts) {
+    let mut d = Decider::new(config);
+    let mut alerts = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let _ = d.line(&parse_line(line), &mut alerts);
+        if cut(i) {
+            let bytes = d.snapshot();
+            d = Decider::restore(config, &bytes).unwrap();
+        }
+    }
+    let text: String = alerts.iter().map(|a| serde_json::to_string(a).unwrap() + "\n").collect();
+    (text, d.counts().clone())
+}
+
+fn lines_of(data: &[u8]) -> Vec<&[u8]> {
+    data.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect()
+}
+
+#[test]
+fn restoring_after_every_line_of_every_fixture_changes_nothing() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root().join("fixtures/traces")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        let config = config_for(&path);
+        let data = std::fs::read(&path).unwrap();
+        let lines = lines_of(&data);
+        let straight = decide(&config, &lines, |_| false);
+        let stopped = decide(&config, &lines, |_| true);
+        assert_eq!(straight, stopped, "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} traces");
+}
+
+#[test]
+fn a_corrupt_snapshot_is_an_error_not_a_panic() {
+    let config = Config::for_replay_defaults("gw-test");
+    let mut bytes = Decider::new(&config).snapshot();
+    bytes.truncate(bytes.len() / 2);
+    assert!(Decider::restore(&config, &bytes).is_err());
+    assert!(Decider::restore(&config, b"\xff\x00garbage").is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Synthetic load with bursts, jitter and duplicates: any set of stopping points.
+    #[test]
+    fn restoring_at_random_points_changes_nothing(seed in any::<u64>(), every in 50usize..400) {
+        let mut load = linegate::synth::Load::new(3, 900);
+        load.sensors_per_machine = 2;
+        load.burst_rate = 1.0 / 200.0;
+        load.seed = seed;
+        let mut data = Vec::new();
+        load.generate(|at, e| {
+            let line = serde_json::json!({"at": at, "kind": "event", "event": e});
+            data.extend(serde_json::to_vec(&line).unwrap());
+            data.push(b'\n');
+        });
+        let config = Config::for_replay_defaults("gw-bench");
+        let lines = lines_of(&data);
+        let straight = decide(&config, &lines, |_| false);
+        prop_assert!(!straight.0.is_empty(), "the load must produce alerts");
+        let stopped = decide(&config, &lines, |i| (i + seed as usize).is_multiple_of(every));
+        prop_assert_eq!(straight, stopped);
+    }
+}
