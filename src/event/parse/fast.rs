@@ -13,7 +13,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use super::checks::check_event_id;
 use super::reader::{CowStr, Key, KeySeed};
 use super::shape::*;
-use super::MIN_PLAUSIBLE_TS_MS;
+use super::{without_negative_zero, MIN_PLAUSIBLE_TS_MS};
 use crate::event::{is_identifier, Clock, Event, SampleRef};
 
 /// The event, when `raw` is a valid schema-1 event; `None` leaves the verdict to the exact path.
@@ -107,7 +107,7 @@ impl<'de> Visitor<'de> for FastEvent {
             ts_ms,
             clock,
             metric,
-            value: if value == 0.0 { 0.0 } else { value },
+            value: without_negative_zero(value),
             unit,
             schema: 1,
             quality,

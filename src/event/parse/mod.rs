@@ -37,7 +37,7 @@ pub(crate) use checks::{check_identifier, check_plausible_ts};
 pub(crate) use fields::{
     as_enum, as_i64, as_number, as_str, bad_type, clock_from, present, required, show, Number,
 };
-pub(crate) use non_finite::{malformed_json, patch_non_finite, pick_error, Patched};
+pub(crate) use non_finite::{read_top_with_fallback, Patched};
 pub(crate) use reader::{describe_raw, read_top, Pass, Shape, Top, Val};
 pub(crate) use shape::UNITS;
 
@@ -78,18 +78,7 @@ pub fn parse_event(raw: &str) -> Result<Event, Rejection> {
 
 /// The reference path: decides every input (the fast path only ever agrees with it).
 fn exact_event(raw: &str) -> Result<Event, Rejection> {
-    match read_top::<EVENT_SLOTS>(raw, &EVENT_SHAPE, Pass::Strict) {
-        Ok(top) => validate_event_json(&top),
-        Err(e) => {
-            let Some(patched) = patch_non_finite(raw) else {
-                return Err(malformed_json(&e));
-            };
-            match read_top::<EVENT_SLOTS>(&patched.text, &EVENT_SHAPE, Pass::Fallback) {
-                Ok(top) => validate_event_json(&top),
-                Err(e2) => Err(malformed_json(pick_error(&e, &e2))),
-            }
-        }
-    }
+    read_top_with_fallback::<EVENT_SLOTS, _>(raw, &EVENT_SHAPE, |top, _| validate_event_json(&top))?
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,13 +190,21 @@ pub(crate) fn validate_event_json(top: &Top<'_, EVENT_SLOTS>) -> Result<Event, R
         ts_ms,
         clock,
         metric,
-        // -0.0 is accepted; store +0.0 so equal events have equal fingerprints.
-        value: if value == 0.0 { 0.0 } else { value },
+        value: without_negative_zero(value),
         unit,
         schema,
         quality,
         samples,
     })
+}
+
+/// `-0.0` is accepted and stored as `+0.0`, so equal events have equal fingerprints.
+fn without_negative_zero(x: f64) -> f64 {
+    if x == 0.0 {
+        0.0
+    } else {
+        x
+    }
 }
 
 fn unknown_schema(found: &str) -> Rejection {

@@ -3,16 +3,39 @@
 //! number literals too large for f64) replaced by a sentinel string and the text read again, so a
 //! non-finite number is reported by the semantic checks rather than as `malformed_json`.
 
+use super::reader::{read_top, Pass, Shape, Top};
 use crate::quarantine::{Reason, Rejection};
 
+/// Reads `text` as one object of `shape` and hands it to `validate`: strictly first and, when
+/// that fails, once more from the text [`patch_non_finite`] gives (which `validate` then gets
+/// too). `Err` is the `malformed_json` rejection when neither read succeeds.
+pub(crate) fn read_top_with_fallback<const N: usize, T>(
+    text: &str,
+    shape: &'static Shape,
+    validate: impl for<'t> FnOnce(Box<Top<'t, N>>, Option<&Patched>) -> T,
+) -> Result<T, Rejection> {
+    match read_top::<N>(text, shape, Pass::Strict) {
+        Ok(top) => Ok(validate(top, None)),
+        Err(e) => {
+            let Some(patched) = patch_non_finite(text) else {
+                return Err(malformed_json(&e));
+            };
+            match read_top::<N>(&patched.text, shape, Pass::Fallback) {
+                Ok(top) => Ok(validate(top, Some(&patched))),
+                Err(e2) => Err(malformed_json(pick_error(&e, &e2))),
+            }
+        }
+    }
+}
+
 /// `malformed_json` with serde_json's message (which names the position).
-pub(crate) fn malformed_json(e: &serde_json::Error) -> Rejection {
+fn malformed_json(e: &serde_json::Error) -> Rejection {
     Rejection::new(Reason::MalformedJson, e.to_string())
 }
 
 /// After a failed fallback pass: its error when it is ours (duplicate key, not an object), else
 /// the strict pass's error, whose position refers to the original text.
-pub(crate) fn pick_error<'e>(
+fn pick_error<'e>(
     strict: &'e serde_json::Error,
     fallback: &'e serde_json::Error,
 ) -> &'e serde_json::Error {
