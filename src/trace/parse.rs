@@ -8,8 +8,8 @@
 use super::{Arrival, SamplesRecord, TraceLine};
 use crate::event::parse::{
     as_enum, as_i64, as_number, as_str, bad_type, check_identifier, check_plausible_ts, clock_from,
-    describe_raw, malformed_json, parse_event, patch_non_finite, pick_error, present, read_top,
-    required, show, Number, Pass, Patched, Shape, Top, Val, MAX_EVENT_BYTES, UNITS,
+    describe_raw, parse_event, present, read_top, read_top_with_fallback, required, show, Number,
+    Pass, Patched, Shape, Top, Val, MAX_EVENT_BYTES, UNITS,
 };
 use crate::event::Unit;
 use crate::quarantine::{Reason, Rejection};
@@ -51,18 +51,10 @@ pub fn parse_line(line: &[u8]) -> Result<TraceLine, (Option<i64>, Rejection)> {
 
 /// The reference path for a UTF-8 line within the size limit.
 fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Rejection)> {
-    match read_top::<LINE_SLOTS>(text, &LINE_SHAPE, Pass::Strict) {
-        Ok(top) => validate_line(top, text, None),
-        Err(e) => {
-            let Some(patched) = patch_non_finite(text) else {
-                return Err((salvage_at(line), malformed_json(&e)));
-            };
-            match read_top::<LINE_SLOTS>(&patched.text, &LINE_SHAPE, Pass::Fallback) {
-                Ok(top) => validate_line(top, text, Some(&patched)),
-                Err(e2) => Err((salvage_at(line), malformed_json(pick_error(&e, &e2)))),
-            }
-        }
-    }
+    read_top_with_fallback::<LINE_SLOTS, _>(text, &LINE_SHAPE, |top, patched| {
+        validate_line(top, text, patched)
+    })
+    .map_err(|r| (salvage_at(line), r))?
 }
 
 const LINE_SLOTS: usize = 11;
