@@ -184,3 +184,31 @@ proptest! {
         );
     }
 }
+
+/// Arrives in the given order (seconds after T0), all high, on one sensor; checked against the
+/// brute-force reference.
+fn check_order(secs: &[i64]) {
+    let evs: Vec<Event> = secs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| event("press-7", "s0", i as u64, T0 + s * 1000, 0.9))
+        .collect();
+    let out = run(params(false), &evs);
+    check_revisions(&out);
+    assert_eq!(final_incidents(&out), expected(&evs));
+}
+
+/// Shrunk from `any_order_with_duplicates_gives_the_reference_incidents`: an incident [20, 120)
+/// is extended by a late event at 100 to end at 140, over a high event (130) that was already
+/// known but outside the old end: it must join `also`.
+#[test]
+fn regression_extension_takes_in_known_events_past_the_old_end() {
+    check_order(&[0, 10, 20, 130, 100]);
+}
+
+/// The same family: the event at 100 makes C true on [100, 130) and again on [135, 140), with a
+/// false gap between; the incident must end at 130 and a second one start at 135.
+#[test]
+fn regression_extension_with_a_false_gap_makes_two_incidents() {
+    check_order(&[0, 10, 20, 135, 100]);
+}

@@ -101,6 +101,9 @@ impl IncidentBook {
         let regions = self.true_regions_from(t, ctx.window_ms, ctx.count);
         let (Some(first), Some(last)) = (regions.first(), regions.last()) else { return };
         let (lo, hi) = (first.0, last.1);
+        if regions.len() == 1 && self.extend_in_place(&key, lo, hi, ctx, out) {
+            return;
+        }
 
         // Incidents that intersect or touch [lo, hi]: ordered by onset, disjoint, so ends ascend too.
         let touched: Vec<i64> = self
@@ -133,6 +136,41 @@ impl IncidentBook {
                 olds.iter().filter_map(|o| self.incidents.remove(o)).collect();
             self.merge(onset, end, olds, &key, ctx, out);
         }
+    }
+
+    /// The common case, done without rebuilding anything: the event lies inside one incident
+    /// (`onset <= t < end`) and `C`'s new true part is one interval `[lo, hi)` that reaches no
+    /// other incident. The incident gains the event, a later end if `hi` is past it, and with it
+    /// the high events already known in `[old end, new end)`.
+    fn extend_in_place(
+        &mut self,
+        key: &Key,
+        lo: i64,
+        hi: i64,
+        ctx: &Ctx<'_>,
+        out: &mut Vec<AlertRecord>,
+    ) -> bool {
+        let t = key.0;
+        let Some((&onset, inc)) = self.incidents.range(..=t).next_back() else { return false };
+        if inc.end <= t || lo < onset {
+            return false;
+        }
+        let new_end = inc.end.max(hi);
+        // A next incident starting at or before the new end would merge (adjacent intervals too).
+        if self.incidents.range(onset + 1..).next().is_some_and(|(&next, _)| next <= new_end) {
+            return false;
+        }
+        let Some(item) = self.high.get(key).cloned() else { return false };
+        let mut gained = BTreeMap::new();
+        if new_end > inc.end {
+            self.copy_high(inc.end, new_end - 1, &mut gained);
+        }
+        let Some(inc) = self.incidents.get_mut(&onset) else { return false };
+        inc.end = new_end;
+        inc.members.insert(key.clone(), item);
+        inc.members.append(&mut gained);
+        sync(inc, ctx, out);
+        true
     }
 
     fn merge(
@@ -225,11 +263,34 @@ impl IncidentBook {
                 _ => Vec::new(),
             };
         }
+        // Inside an incident, C already holds from t to its end: scan only past it. (At the tail
+        // of an incident that is a handful of events, not the whole window.)
+        let (mut from, mut regions) = (t, Vec::new());
+        if let Some((_, inc)) = self.incidents.range(..=t).next_back() {
+            if inc.end > t {
+                from = inc.end.min(t + w);
+                regions.push((t, from));
+            }
+        }
+        if from < t + w {
+            for r in self.scan(from, t + w, w, n) {
+                match regions.last_mut() {
+                    Some(last) if last.1 == r.0 => last.1 = r.1,
+                    _ => regions.push(r),
+                }
+            }
+        }
+        regions
+    }
+
+    /// The maximal intervals of `[from, to)` on which `C` holds, evaluated at every breakpoint
+    /// (an event time, or an event time + W) inside it.
+    fn scan(&self, from: i64, to: i64, w: i64, n: usize) -> Vec<(i64, i64)> {
         let ts: Vec<i64> =
-            self.high.range(range_keys(t - w + 1, t + w - 1)).map(|(k, _)| k.0).collect();
-        let mut cuts: Vec<i64> = vec![t];
-        cuts.extend(ts.iter().copied().filter(|&x| x > t));
-        cuts.extend(ts.iter().filter(|&&x| x < t).map(|&x| x + w));
+            self.high.range(range_keys(from - w + 1, to - 1)).map(|(k, _)| k.0).collect();
+        let mut cuts: Vec<i64> = vec![from];
+        cuts.extend(ts.iter().copied().filter(|&x| x > from && x < to));
+        cuts.extend(ts.iter().map(|&x| x + w).filter(|&x| x > from && x < to));
         cuts.sort_unstable();
         cuts.dedup();
         let (mut upto_p, mut upto_pw) = (0usize, 0usize);
@@ -242,7 +303,7 @@ impl IncidentBook {
                 upto_pw += 1;
             }
             if upto_p - upto_pw >= n {
-                let next = cuts.get(i + 1).copied().unwrap_or(t + w);
+                let next = cuts.get(i + 1).copied().unwrap_or(to);
                 match regions.last_mut() {
                     Some(r) if r.1 == p => r.1 = next,
                     _ => regions.push((p, next)),
