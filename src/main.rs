@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use linegate::config::Config;
+use linegate::config::{Config, SourceConfig};
 use linegate::replay::{replay, Sinks};
 
 #[derive(Parser)]
@@ -129,6 +129,20 @@ fn check_config(path: &Path) -> Result<(), Error> {
         c.rule.window_ms,
         c.rule.machines.len()
     );
-    println!("  {} source(s)", c.source.len());
+    for (i, source) in c.source.iter().enumerate() {
+        match source {
+            SourceConfig::Trace(t) => {
+                println!("  source[{i}]: trace {} at speed {}", t.path.display(), t.speed);
+                if !t.path.is_file() {
+                    return Err(format!(
+                        "{}: key `source[{i}].path`: trace file {} does not exist",
+                        path.display(),
+                        t.path.display()
+                    )
+                    .into());
+                }
+            }
+        }
+    }
     Ok(())
 }

@@ -41,7 +41,7 @@ fn demo_config_is_the_contract_example() {
     assert_eq!(
         c.source,
         vec![SourceConfig::Trace(TraceSource {
-            path: PathBuf::from("fixtures/traces/demo.jsonl"),
+            path: PathBuf::from("fixtures/traces/cwru.jsonl"),
             speed: 0.0,
         })]
     );
@@ -54,8 +54,42 @@ fn trace_config_uses_the_auto_bound_in_real_time() {
     assert_eq!(
         c.source,
         vec![SourceConfig::Trace(TraceSource {
-            path: PathBuf::from("fixtures/traces/demo.jsonl"),
+            path: PathBuf::from("fixtures/traces/cwru.jsonl"),
             speed: 1.0,
         })]
+    );
+}
+
+/// `linegate check-config` accepts every example (from the repository root, where their relative
+/// paths point) and names the key and file of a trace that does not exist.
+#[test]
+fn check_config_accepts_the_examples_and_names_a_missing_trace() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let run = |config: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_linegate"))
+            .arg("check-config")
+            .arg(config)
+            .current_dir(&root)
+            .output()
+            .unwrap()
+    };
+    for name in ["demo.toml", "trace.toml"] {
+        let out = run(&config_dir().join(name));
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("source[0]: trace"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[gateway]\nid = \"gw-1\"\n\n[[source]]\nkind = \"trace\"\npath = \"no/such.jsonl\"\n",
+    )
+    .unwrap();
+    let out = run(&bad);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml") && err.contains("source[0].path") && err.contains("no/such.jsonl"),
+        "{err}"
     );
 }

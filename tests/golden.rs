@@ -79,7 +79,7 @@ macro_rules! golden_tests {
                 if path.extension().is_some_and(|e| e == "jsonl") {
                     let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
                     assert!(
-                        listed.contains(&stem.as_str()) || stem == "cwru" || stem == "demo",
+                        listed.contains(&stem.as_str()) || stem == "cwru",
                         "{stem}.jsonl has no golden test"
                     );
                 }
