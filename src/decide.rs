@@ -53,6 +53,8 @@ pub struct Decider {
     counts: Counts,
     now: i64,
     derived: Vec<Event>,
+    /// Derived events the rule rejected since the last `take_rejected_derived`.
+    rejected_derived: Vec<(Event, Rejection)>,
 }
 
 /// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
@@ -89,6 +91,7 @@ impl Decider {
             },
             now: i64::MIN,
             derived: Vec::new(),
+            rejected_derived: Vec::new(),
         }
     }
 
@@ -109,6 +112,7 @@ impl Decider {
             counts: s.counts,
             now: s.now,
             derived: Vec::new(),
+            rejected_derived: Vec::new(),
         })
     }
 
@@ -138,6 +142,13 @@ impl Decider {
             self.count_rejection(why);
         }
         result
+    }
+
+    /// Events derived from samples that the rule rejected (a frame stamped too far in the
+    /// future, an id conflict), each with its reason, since the last call: the caller keeps them
+    /// like any rejected record. They are counted in `quarantined` already.
+    pub fn take_rejected_derived(&mut self) -> Vec<(Event, Rejection)> {
+        std::mem::take(&mut self.rejected_derived)
     }
 
     /// Records how large the state is now, for `peak_state`.
@@ -200,8 +211,9 @@ impl Decider {
             self.counts.events_derived += 1;
             if let Err(why) = self.decide(&ev, alerts) {
                 // Derived events are well formed by construction; a rejection here is a clock
-                // problem (clock_future) or an id conflict, and is counted like any other.
+                // problem (clock_future) or an id conflict: counted and kept like any other.
                 self.count_rejection(&why);
+                self.rejected_derived.push((ev, why));
             }
         }
     }

@@ -57,7 +57,8 @@ impl Summary {
     }
 }
 
-/// A rejected record as written to `--rejected`: its line, reason, the sentence, the raw bytes.
+/// A rejected record as written to `--rejected`: its line, reason, the sentence, the raw bytes
+/// — for an event derived from that line's samples, the event itself (`derived: true`).
 #[derive(Debug, Serialize)]
 struct RejectedRecord<'a> {
     line: u64,
@@ -65,6 +66,7 @@ struct RejectedRecord<'a> {
     reason: Reason,
     detail: &'a str,
     raw: &'a str,
+    derived: bool,
 }
 
 /// Where the outputs go.
@@ -103,10 +105,20 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
         for batch in rx {
             let (batch, bytes) = batch?;
             for p in &batch {
-                if let Err((at, why)) = decider.line(&p.result, &mut alerts) {
-                    if let Some(sink) = sinks.rejected.as_mut() {
+                let result = decider.line(&p.result, &mut alerts);
+                let derived = decider.take_rejected_derived();
+                if let Some(sink) = sinks.rejected.as_mut() {
+                    let at = match &p.result {
+                        Ok(tl) => Some(tl.at),
+                        Err((at, _)) => *at,
+                    };
+                    for (ev, why) in derived {
+                        let raw = serde_json::to_vec(&ev)?;
+                        write_rejected(sink, p.line_no, at, &why, &raw, true)?;
+                    }
+                    if let Err((at, why)) = result {
                         let raw = p.raw.as_deref().unwrap_or_default();
-                        write_rejected(sink, p.line_no, at, &why, raw)?;
+                        write_rejected(sink, p.line_no, at, &why, raw, false)?;
                     }
                 }
                 for rec in alerts.drain(..) {
@@ -184,9 +196,11 @@ fn write_rejected<R: Write>(
     at: Option<i64>,
     why: &Rejection,
     raw: &[u8],
+    derived: bool,
 ) -> std::io::Result<()> {
     let raw = String::from_utf8_lossy(raw);
-    let rec = RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw };
+    let rec =
+        RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw, derived };
     serde_json::to_writer(&mut *sink, &rec)?;
     sink.write_all(b"\n")
 }

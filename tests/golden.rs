@@ -109,4 +109,31 @@ golden_tests!(
     schema_versions_mixed,
     early,
     auto_bound,
+    samples_clock_jump,
 );
+
+/// A derived event the rule rejects is kept in `--rejected` with its reason and its content.
+#[test]
+fn rejected_derived_events_are_kept_with_their_reason() {
+    let traces = root().join("fixtures/traces");
+    let dir = tempfile::tempdir().unwrap();
+    let rejected = dir.path().join("rejected.jsonl");
+    let status = Command::new(env!("CARGO_BIN_EXE_linegate"))
+        .arg("replay")
+        .arg(traces.join("samples_clock_jump.jsonl"))
+        .args(["--config".as_ref(), traces.join("golden.toml").as_os_str()])
+        .args(["--out".as_ref(), dir.path().join("alerts.jsonl").as_os_str()])
+        .args(["--rejected".as_ref(), rejected.as_os_str()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&rejected).unwrap();
+    let rows: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert_eq!(rows[0]["reason"], "clock_future");
+    assert_eq!(rows[0]["derived"], true);
+    assert_eq!(rows[0]["line"], 4);
+    let raw: serde_json::Value = serde_json::from_str(rows[0]["raw"].as_str().unwrap()).unwrap();
+    assert_eq!(raw["event_id"], "gw-test.s1.3");
+}
