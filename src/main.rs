@@ -101,16 +101,16 @@ fn run_replay(
         std::fs::write(path, format!("{text}\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let rejected: u64 = s.quarantined.values().sum();
+    let rejected: u64 = s.counts.quarantined.values().sum();
     eprintln!(
         "linegate: {} records, {} accepted ({} late applied, {} too late), {} duplicates, {} rejected, {} alert records",
-        s.records,
-        s.accepted,
-        s.late_applied,
-        s.too_late,
-        s.duplicates,
+        s.counts.records,
+        s.counts.accepted,
+        s.counts.late_applied,
+        s.counts.too_late,
+        s.counts.duplicates,
         rejected,
-        s.alerts.values().sum::<u64>()
+        s.counts.alerts.values().sum::<u64>()
     );
     Ok(())
 }

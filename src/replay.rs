@@ -11,48 +11,25 @@ use std::io::{BufRead, Write};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::decide::{Decider, LineError};
+use crate::decide::{Counts, Decider, LineError};
 use crate::quarantine::{Reason, Rejection};
 use crate::trace::parse::parse_line;
 use crate::trace::TraceLine;
 
-/// The summary file: the decider's counts and each machine's final watermark. Field order is
-/// the file's order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// The summary file: the decider's counts and each machine's final watermark.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
-    pub records: u64,
-    pub accepted: u64,
-    pub duplicates: u64,
-    pub late_applied: u64,
-    pub too_late: u64,
-    pub quarantined: BTreeMap<String, u64>,
-    pub events_received: u64,
-    pub events_derived: u64,
-    pub samples_records: u64,
-    pub ticks: u64,
-    pub alerts: BTreeMap<String, u64>,
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Each machine's final watermark (null when it never had one).
     pub watermarks: BTreeMap<String, Option<i64>>,
-    pub peak_state: u64,
 }
 
 impl Summary {
     fn of(d: &Decider) -> Self {
-        let c = d.counts().clone();
         Summary {
-            records: c.records,
-            accepted: c.accepted,
-            duplicates: c.duplicates,
-            late_applied: c.late_applied,
-            too_late: c.too_late,
-            quarantined: c.quarantined,
-            events_received: c.events_received,
-            events_derived: c.events_derived,
-            samples_records: c.samples_records,
-            ticks: c.ticks,
-            alerts: c.alerts,
+            counts: d.counts().clone(),
             watermarks: d.watermarks().map(|(m, w)| (m.to_string(), w)).collect(),
-            peak_state: c.peak_state,
         }
     }
 }

@@ -53,9 +53,9 @@ fn cwru_trace_alerts_match_the_brute_force_reference() {
     expected.sort();
     assert_eq!(final_incidents(&records), expected);
     assert!(!expected.is_empty());
-    assert_eq!(summary.quarantined.values().sum::<u64>(), 0);
-    assert_eq!(summary.events_received, 0, "every event is derived from raw samples");
-    assert_eq!(summary.events_derived, 19, "one event per second of samples");
+    assert_eq!(summary.counts.quarantined.values().sum::<u64>(), 0);
+    assert_eq!(summary.counts.events_received, 0, "every event is derived from raw samples");
+    assert_eq!(summary.counts.events_derived, 19, "one event per second of samples");
 }
 
 /// The committed expectations are exactly what the independent reference computes from the
