@@ -18,6 +18,7 @@
 pub mod clock;
 pub mod config;
 pub mod decide;
+pub mod driver;
 pub mod event;
 pub mod quarantine;
 pub mod replay;
