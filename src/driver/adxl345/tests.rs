@@ -304,3 +304,34 @@ fn errors_say_what_was_wrong() {
     let e = Error::Bus(I2cErrorKind::Other);
     assert!(e.to_string().contains("bus error"), "{e}");
 }
+
+#[test]
+fn register_codes_match_the_datasheet_tables() {
+    // BW_RATE rate codes (D3..D0), normal power
+    let rates = [
+        (DataRate::Hz100, 0x0A),
+        (DataRate::Hz200, 0x0B),
+        (DataRate::Hz400, 0x0C),
+        (DataRate::Hz800, 0x0D),
+        (DataRate::Hz1600, 0x0E),
+        (DataRate::Hz3200, 0x0F),
+    ];
+    for (rate, code) in rates {
+        assert_eq!(rate.code(), code, "{rate:?}");
+    }
+    // DATA_FORMAT range bits (D1..D0)
+    let ranges = [(Range::G2, 0), (Range::G4, 1), (Range::G8, 2), (Range::G16, 3)];
+    for (range, bits) in ranges {
+        assert_eq!(range.bits(), bits, "{range:?}");
+    }
+    // FIFO_CTL mode bits (D7..D6)
+    let modes = [
+        (FifoMode::Bypass, 0x00),
+        (FifoMode::Fifo, 0x40),
+        (FifoMode::Stream, 0x80),
+        (FifoMode::Trigger, 0xC0),
+    ];
+    for (mode, bits) in modes {
+        assert_eq!(mode.bits(), bits, "{mode:?}");
+    }
+}
