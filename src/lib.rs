@@ -24,5 +24,6 @@ pub mod replay;
 pub mod rule;
 pub mod snapshot;
 pub mod stamp;
+pub mod store;
 pub mod synth;
 pub mod trace;
