@@ -97,10 +97,8 @@ pub(crate) const SEQ: &str = "seq";
 impl Store {
     /// Opens (or creates) the database in directory `path`.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store> {
-        let db = sled::Config::new()
-            .path(path)
-            .cache_capacity(opts.cache_bytes)
-            .open()
+        let config = sled::Config::new().path(path).cache_capacity(opts.cache_bytes);
+        let db = open_waiting_for_lock(&config)
             .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
         let tree = |name: &str| {
             db.open_tree(name).map_err(|source| StoreError::Sled {
@@ -160,6 +158,30 @@ impl Store {
 
     fn refused(&self, what: impl Into<String>) -> StoreError {
         StoreError::Refused { path: self.path.clone(), what: what.into() }
+    }
+}
+
+/// How many times, 10 ms apart, [`Store::open`] tries to take sled's file lock (2 s in all).
+const LOCK_TRIES: u32 = 200;
+
+/// Opens sled, retrying for up to 2 s while its file lock is held. Dropping a sled 0.34 `Db`
+/// does not close its file at once: tasks on sled's IO thread pool can still hold it for a
+/// moment, so reopening the same directory in the same process can find the lock taken (the
+/// model test's Restart did). sled's own tests block on the lock for this reason
+/// (`src/config.rs`, `lock_exclusive` under its `testing` feature). Another process that holds
+/// the database still makes this fail after the wait. Counts tries rather than reading a clock.
+fn open_waiting_for_lock(config: &sled::Config) -> sled::Result<sled::Db> {
+    let mut tries = 1;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock") && tries < LOCK_TRIES =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
     }
 }
 
