@@ -41,6 +41,9 @@ pub enum StoreError {
     /// A call the store refuses because it would break its invariants (the caller's bug).
     #[error("store {path}: {what}")]
     Refused { path: PathBuf, what: String },
+    /// An earlier write or commit failed, so this store refuses further writes: reopen it.
+    #[error("store {path}: an earlier write or commit failed; reopen the store to recover")]
+    Poisoned { path: PathBuf },
     /// A fault injected at a named failpoint (only with the `failpoints` feature).
     #[error("store: fault injected at failpoint {point}")]
     Injected { point: &'static str },

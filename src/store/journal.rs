@@ -42,6 +42,12 @@ impl Store {
     /// Appends records `(at, line)` in one batch and returns their positions. Not durable until
     /// the next [`Store::commit`] (or another call that commits).
     pub fn append_journal(&mut self, records: &[(i64, Vec<u8>)]) -> Result<Range<u64>> {
+        self.usable()?;
+        let r = self.append_journal_inner(records);
+        self.poison_on_error(r)
+    }
+
+    fn append_journal_inner(&mut self, records: &[(i64, Vec<u8>)]) -> Result<Range<u64>> {
         let first = self.next_journal;
         let mut batch = sled::Batch::default();
         let mut pos = first;
@@ -87,6 +93,12 @@ impl Store {
     /// (`pos <= checkpoint.journal_pos + 1`). Commits the new start first, so a crash never lets
     /// a position be reused; the removal itself becomes durable with the next commit.
     pub fn truncate_journal_before(&mut self, pos: u64) -> Result<()> {
+        self.usable()?;
+        let r = self.truncate_journal_before_inner(pos);
+        self.poison_on_error(r)
+    }
+
+    fn truncate_journal_before_inner(&mut self, pos: u64) -> Result<()> {
         if pos > self.checkpoint_pos + 1 {
             return Err(self.refused(format!(
                 "truncating the journal before {pos} would drop records after the last \

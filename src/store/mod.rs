@@ -31,6 +31,12 @@
 //!   checkpoint, its outbox records and the next outbox sequence in **one `Batch` on one tree**
 //!   (`state`): sled applies a batch on one tree atomically; we do not rely on multi-tree
 //!   transactions.
+//! - A write or commit that fails (an I/O error, a failed fsync, an injected fault) poisons the
+//!   store: what sled holds in memory may then be ahead of the disk (after a failed fsync the
+//!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
+//!   Every later write returns [`StoreError::Poisoned`]; the owner reopens the store and recovers
+//!   from what is durable. Refused calls write nothing and poison nothing.
+//! - Reads and iterators hold the database open: drop them with the store before reopening.
 //! - Journal positions and outbox sequences are never reused for committed records; sequence
 //!   numbers handed out by [`Store::allocate_seq_block`] are never handed out again.
 
@@ -88,6 +94,8 @@ pub struct Store {
     checkpoint_pos: u64,
     /// Appends since the last commit.
     dirty: AtomicBool,
+    /// A write or commit failed: what is in memory may be ahead of what is durable.
+    poisoned: AtomicBool,
 }
 
 pub(crate) const JOURNAL: &str = "journal";
@@ -119,6 +127,7 @@ impl Store {
             next_outbox: 1,
             checkpoint_pos: 0,
             dirty: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
         };
         store.load_positions()?;
         Ok(store)
@@ -131,6 +140,12 @@ impl Store {
 
     /// Makes everything written so far durable: sled's flush, then a real fsync of its files.
     pub fn commit(&self) -> Result<()> {
+        self.usable()?;
+        let r = self.commit_inner();
+        self.poison_on_error(r)
+    }
+
+    fn commit_inner(&self) -> Result<()> {
         self.db.flush().map_err(self.sled_err("flush"))?;
         failpoint!("store::commit::before_fsync");
         fsync::fsync_dir_files(&self.path).map_err(|(file, source)| StoreError::Fsync {
@@ -145,6 +160,24 @@ impl Store {
     /// sled's size on disk in bytes (what the retention budget measures).
     pub fn size_on_disk(&self) -> Result<u64> {
         self.db.size_on_disk().map_err(self.sled_err("size on disk"))
+    }
+
+    /// Refuses every write once one has failed: see [`StoreError::Poisoned`].
+    fn usable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(StoreError::Poisoned { path: self.path.clone() });
+        }
+        Ok(())
+    }
+
+    /// A failed write or commit (not a refusal, which writes nothing) poisons the store.
+    fn poison_on_error<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if !matches!(e, StoreError::Refused { .. }) {
+                self.poisoned.store(true, Ordering::Release);
+            }
+        }
+        r
     }
 
     fn sled_err(&self, op: impl Into<String>) -> impl FnOnce(sled::Error) -> StoreError + '_ {

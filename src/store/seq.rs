@@ -36,6 +36,17 @@ impl Store {
         sensor: &str,
         block: u64,
     ) -> Result<Range<u64>> {
+        self.usable()?;
+        let r = self.allocate_seq_block_inner(machine, sensor, block);
+        self.poison_on_error(r)
+    }
+
+    fn allocate_seq_block_inner(
+        &mut self,
+        machine: &str,
+        sensor: &str,
+        block: u64,
+    ) -> Result<Range<u64>> {
         let key = seq_key(machine, sensor);
         let high = self.seq_high_water(machine, sensor)?;
         if block == 0 {

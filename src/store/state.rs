@@ -70,6 +70,17 @@ impl Store {
         decider: &[u8],
         outbox_adds: &[Vec<u8>],
     ) -> Result<()> {
+        self.usable()?;
+        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds);
+        self.poison_on_error(r)
+    }
+
+    fn checkpoint_inner(
+        &mut self,
+        journal_pos: u64,
+        decider: &[u8],
+        outbox_adds: &[Vec<u8>],
+    ) -> Result<()> {
         if journal_pos >= self.next_journal || journal_pos < self.checkpoint_pos {
             return Err(self.refused(format!(
                 "checkpoint at journal position {journal_pos}: must lie in {}..={}",
@@ -126,6 +137,12 @@ impl Store {
     /// Removes outbox record `seq` once its publication is acknowledged, and commits. Acking a
     /// record that is not there (already acked) does nothing.
     pub fn outbox_ack(&mut self, seq: u64) -> Result<()> {
+        self.usable()?;
+        let r = self.outbox_ack_inner(seq);
+        self.poison_on_error(r)
+    }
+
+    fn outbox_ack_inner(&mut self, seq: u64) -> Result<()> {
         failpoint!("store::outbox::before_ack");
         let removed = self
             .state

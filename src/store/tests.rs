@@ -160,34 +160,76 @@ fn seq_key_for_test(machine: &str, sensor: &str) -> Vec<u8> {
     k
 }
 
+#[test]
+fn a_failed_commit_poisons_the_store_until_reopened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let moved = tmp.path().join("moved");
+    let mut s = open(&dir);
+    s.append_journal(&[(1, b"a".to_vec())]).unwrap();
+    s.commit().unwrap();
+    s.append_journal(&[(2, b"b".to_vec())]).unwrap();
+    // The directory vanishes under the store: sled's open files still work, our fsync does not.
+    std::fs::rename(&dir, &moved).unwrap();
+    let failed = s.commit().unwrap_err();
+    assert!(matches!(failed, StoreError::Fsync { .. }), "{failed}");
+    for e in [
+        s.append_journal(&[(3, b"c".to_vec())]).map(drop).unwrap_err(),
+        s.checkpoint(1, b"", &[b"o".to_vec()]).unwrap_err(),
+        s.outbox_ack(1).unwrap_err(),
+        s.allocate_seq_block("m", "s", 1).map(drop).unwrap_err(),
+        s.commit().unwrap_err(),
+    ] {
+        assert!(matches!(e, StoreError::Poisoned { .. }), "{e}");
+    }
+    // A refusal writes nothing and does not poison.
+    let tmp2 = tempfile::tempdir().unwrap();
+    let mut t = open(tmp2.path());
+    assert!(matches!(t.checkpoint(5, b"", &[]), Err(StoreError::Refused { .. })));
+    t.append_journal(&[(1, b"a".to_vec())]).unwrap();
+    drop(s);
+    let s = open(&moved);
+    assert_eq!(journal(&s).first(), Some(&(1, 1, b"a".to_vec())));
+}
+
 #[cfg(feature = "failpoints")]
 #[test]
 fn failpoints_fail_the_call_at_each_boundary() {
     let scenario = fail::FailScenario::setup();
     let tmp = tempfile::tempdir().unwrap();
-    let mut s = open(tmp.path());
-    let injected = |r: Result<()>, at: &str| match r {
-        Err(StoreError::Injected { point }) => assert_eq!(point, at),
-        other => panic!("expected injection at {at}, got {other:?}"),
-    };
-    fail::cfg("store::journal::after_append", "return").unwrap();
-    injected(s.append_journal(&[(1, b"a".to_vec())]).map(drop), "store::journal::after_append");
-    fail::remove("store::journal::after_append");
-    fail::cfg("store::commit::before_fsync", "return").unwrap();
-    injected(s.commit(), "store::commit::before_fsync");
-    fail::remove("store::commit::before_fsync");
-    fail::cfg("store::checkpoint::before_apply", "return").unwrap();
-    injected(s.checkpoint(1, b"d", &[b"o".to_vec()]), "store::checkpoint::before_apply");
-    fail::remove("store::checkpoint::before_apply");
-    assert_eq!(s.last_checkpoint().unwrap(), None, "nothing applied");
-    fail::cfg("store::checkpoint::after_apply", "return").unwrap();
-    injected(s.checkpoint(1, b"d", &[b"o".to_vec()]), "store::checkpoint::after_apply");
-    fail::remove("store::checkpoint::after_apply");
-    fail::cfg("store::outbox::before_ack", "return").unwrap();
-    injected(s.outbox_ack(1), "store::outbox::before_ack");
-    fail::remove("store::outbox::before_ack");
-    assert_eq!(s.outbox_pending().count(), 1, "not acknowledged");
-    s.outbox_ack(1).unwrap();
-    assert_eq!(s.outbox_pending().count(), 0);
+    // (failpoint, what to call): each injection poisons the store, so each gets a fresh open.
+    type Call = fn(&mut Store) -> Result<()>;
+    let calls: [(&str, Call); 5] = [
+        ("store::journal::after_append", |s| s.append_journal(&[(1, b"x".to_vec())]).map(drop)),
+        ("store::commit::before_fsync", |s| s.commit()),
+        ("store::checkpoint::before_apply", |s| s.checkpoint(1, b"d", &[b"o".to_vec()])),
+        ("store::checkpoint::after_apply", |s| s.checkpoint(1, b"d", &[b"o".to_vec()])),
+        ("store::outbox::before_ack", |s| s.outbox_ack(1)),
+    ];
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"a".to_vec())]).unwrap();
+        s.commit().unwrap();
+    }
+    for (point, call) in calls {
+        let mut s = open(tmp.path());
+        if point == "store::outbox::before_ack" {
+            s.checkpoint(1, b"d", &[b"o".to_vec()]).unwrap();
+        }
+        let pending = s.outbox_pending().count();
+        fail::cfg(point, "return").unwrap();
+        match call(&mut s) {
+            Err(StoreError::Injected { point: p }) => assert_eq!(p, point),
+            other => panic!("expected injection at {point}, got {other:?}"),
+        }
+        fail::remove(point);
+        assert!(matches!(s.commit(), Err(StoreError::Poisoned { .. })));
+        if point == "store::checkpoint::before_apply" {
+            assert_eq!(s.last_checkpoint().unwrap(), None, "nothing applied");
+        }
+        if point == "store::outbox::before_ack" {
+            assert_eq!(s.outbox_pending().count(), pending, "not acknowledged");
+        }
+    }
     scenario.teardown();
 }
