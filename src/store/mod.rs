@@ -19,7 +19,7 @@
 //!
 //! # What is durable, and when
 //!
-//! sled's own `flush` is not a full fsync on Linux (see [`fsync`]), so every commit here is
+//! sled's own `flush` is not a full fsync on Linux (see `fsync.rs`), so every commit here is
 //! `Db::flush` followed by an fsync of every file of the database and of its directory.
 //!
 //! - [`Store::append_journal`] is *not* durable by itself: many appends, then one
@@ -36,7 +36,14 @@
 //!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
 //!   Every later write returns [`StoreError::Poisoned`]; the owner reopens the store and recovers
 //!   from what is durable. Refused calls write nothing and poison nothing.
+//! - `truncate_journal_before` commits the new start position before removing records, so a
+//!   crash never lets a position be reused; records below it that a crash brings back are hidden
+//!   by reads and removed by the next truncation. `outbox_ack` of an absent record commits nothing.
 //! - Reads and iterators hold the database open: drop them with the store before reopening.
+//!
+//! `tests/store_model.rs` checks this promise: a proptest model with Restart actions, and a child
+//! process killed with SIGKILL (a process crash; the page cache survives it, so it does not prove
+//! the fsync against power loss, which only the code and sled's sources argue for).
 //! - Journal positions and outbox sequences are never reused for committed records; sequence
 //!   numbers handed out by [`Store::allocate_seq_block`] are never handed out again.
 
