@@ -25,5 +25,6 @@ pub mod replay;
 pub mod rule;
 pub mod snapshot;
 pub mod stamp;
+pub mod store;
 pub mod synth;
 pub mod trace;

@@ -1,0 +1,253 @@
+//! The durable store: journal, checkpoint, outbox and sequence marks in sled 0.34.7. This is the
+//! only code that touches sled.
+//!
+//! # Trees and keys
+//!
+//! All integers in keys are big-endian, so sled's byte order is numeric order.
+//!
+//! | tree | key | value |
+//! | --- | --- | --- |
+//! | `journal` | u64 journal position (from 1) | `[1][at: i64 BE][line bytes]` |
+//! | `state` | `c/` | the checkpoint: `[1][journal_pos: u64 BE][decider snapshot bytes]` |
+//! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given |
+//! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
+//! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
+//! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
+//!
+//! The leading `1` in journal and checkpoint values is the format version. A value that does not
+//! decode is a [`StoreError::Corrupt`] naming its tree and key, never a panic.
+//!
+//! # What is durable, and when
+//!
+//! sled's own `flush` is not a full fsync on Linux (see `fsync.rs`), so every commit here is
+//! `Db::flush` followed by an fsync of every file of the database and of its directory.
+//!
+//! - [`Store::append_journal`] is *not* durable by itself: many appends, then one
+//!   [`Store::commit`] (group commit). After a crash the journal holds every record appended before
+//!   the last commit, and possibly some later ones (a prefix of them, in position order).
+//! - [`Store::checkpoint`], [`Store::outbox_ack`], [`Store::truncate_journal_before`] and
+//!   [`Store::allocate_seq_block`] commit before they return, and so also make durable every
+//!   append before them. A checkpoint first commits the journal it covers, then writes the
+//!   checkpoint, its outbox records and the next outbox sequence in **one `Batch` on one tree**
+//!   (`state`): sled applies a batch on one tree atomically; we do not rely on multi-tree
+//!   transactions.
+//! - A write or commit that fails (an I/O error, a failed fsync, an injected fault) poisons the
+//!   store: what sled holds in memory may then be ahead of the disk (after a failed fsync the
+//!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
+//!   Every later write returns [`StoreError::Poisoned`]; the owner reopens the store and recovers
+//!   from what is durable. Refused calls write nothing and poison nothing.
+//! - `truncate_journal_before` commits the new start position before removing records, so a
+//!   crash never lets a position be reused; records below it that a crash brings back are hidden
+//!   by reads and removed by the next truncation. `outbox_ack` of an absent record commits nothing.
+//! - Reads and iterators hold the database open: drop them with the store before reopening.
+//!
+//! `tests/store_model.rs` checks this promise: a proptest model with Restart actions, and a child
+//! process killed with SIGKILL (a process crash; the page cache survives it, so it does not prove
+//! the fsync against power loss, which only the code and sled's sources argue for).
+//! - Journal positions and outbox sequences are never reused for committed records; sequence
+//!   numbers handed out by [`Store::allocate_seq_block`] are never handed out again.
+
+mod error;
+mod fsync;
+mod journal;
+mod seq;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use error::{Result, StoreError};
+pub use state::Checkpoint;
+
+/// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
+/// without it. Configured with a `return` action, the enclosing call fails with
+/// [`StoreError::Injected`]; `panic` and `sleep` work as the `fail` crate defines them.
+macro_rules! failpoint {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| Err($crate::store::StoreError::Injected { point: $name }));
+    };
+}
+pub(crate) use failpoint;
+
+/// How the store opens its database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// sled's page cache, in bytes (sled's own default is 1 GiB, too much for a 1 GB board).
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { cache_bytes: 64 * 1024 * 1024 }
+    }
+}
+
+/// The durable store. See the module documentation for the layout and the durability promise.
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+    db: sled::Db,
+    journal: sled::Tree,
+    state: sled::Tree,
+    seq: sled::Tree,
+    /// The position the next appended journal record gets.
+    next_journal: u64,
+    /// Journal positions below this were truncated.
+    journal_start: u64,
+    /// The sequence the next outbox record gets.
+    next_outbox: u64,
+    /// The journal position of the last checkpoint (0 when there is none).
+    checkpoint_pos: u64,
+    /// Appends since the last commit.
+    dirty: AtomicBool,
+    /// A write or commit failed: what is in memory may be ahead of what is durable.
+    poisoned: AtomicBool,
+}
+
+pub(crate) const JOURNAL: &str = "journal";
+pub(crate) const STATE: &str = "state";
+pub(crate) const SEQ: &str = "seq";
+
+impl Store {
+    /// Opens (or creates) the database in directory `path`.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<Store> {
+        let config = sled::Config::new().path(path).cache_capacity(opts.cache_bytes);
+        let db = open_waiting_for_lock(&config)
+            .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+        let tree = |name: &str| {
+            db.open_tree(name).map_err(|source| StoreError::Sled {
+                path: path.to_path_buf(),
+                op: format!("open tree {name}"),
+                source,
+            })
+        };
+        let (journal, state, seq) = (tree(JOURNAL)?, tree(STATE)?, tree(SEQ)?);
+        let mut store = Store {
+            path: path.to_path_buf(),
+            db,
+            journal,
+            state,
+            seq,
+            next_journal: 1,
+            journal_start: 1,
+            next_outbox: 1,
+            checkpoint_pos: 0,
+            dirty: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+        };
+        store.load_positions()?;
+        Ok(store)
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes everything written so far durable: sled's flush, then a real fsync of its files.
+    pub fn commit(&self) -> Result<()> {
+        self.usable()?;
+        let r = self.commit_inner();
+        self.poison_on_error(r)
+    }
+
+    fn commit_inner(&self) -> Result<()> {
+        self.db.flush().map_err(self.sled_err("flush"))?;
+        failpoint!("store::commit::before_fsync");
+        fsync::fsync_dir_files(&self.path).map_err(|(file, source)| StoreError::Fsync {
+            path: self.path.clone(),
+            file,
+            source,
+        })?;
+        self.dirty.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// sled's size on disk in bytes (what the retention budget measures).
+    pub fn size_on_disk(&self) -> Result<u64> {
+        self.db.size_on_disk().map_err(self.sled_err("size on disk"))
+    }
+
+    /// Refuses every write once one has failed: see [`StoreError::Poisoned`].
+    fn usable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(StoreError::Poisoned { path: self.path.clone() });
+        }
+        Ok(())
+    }
+
+    /// A failed write or commit (not a refusal, which writes nothing) poisons the store.
+    fn poison_on_error<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if !matches!(e, StoreError::Refused { .. }) {
+                self.poisoned.store(true, Ordering::Release);
+            }
+        }
+        r
+    }
+
+    fn sled_err(&self, op: impl Into<String>) -> impl FnOnce(sled::Error) -> StoreError + '_ {
+        let op = op.into();
+        move |source| StoreError::Sled { path: self.path.clone(), op, source }
+    }
+
+    fn corrupt(&self, tree: &'static str, key: &[u8], what: impl Into<String>) -> StoreError {
+        corrupt(&self.path, tree, key, what)
+    }
+
+    fn refused(&self, what: impl Into<String>) -> StoreError {
+        StoreError::Refused { path: self.path.clone(), what: what.into() }
+    }
+}
+
+/// How many times, 10 ms apart, [`Store::open`] tries to take sled's file lock (2 s in all).
+const LOCK_TRIES: u32 = 200;
+
+/// Opens sled, retrying for up to 2 s while its file lock is held. Dropping a sled 0.34 `Db`
+/// does not close its file at once: tasks on sled's IO thread pool can still hold it for a
+/// moment, so reopening the same directory in the same process can find the lock taken (the
+/// model test's Restart did). sled's own tests block on the lock for this reason
+/// (`src/config.rs`, `lock_exclusive` under its `testing` feature). Another process that holds
+/// the database still makes this fail after the wait. Counts tries rather than reading a clock.
+fn open_waiting_for_lock(config: &sled::Config) -> sled::Result<sled::Db> {
+    let mut tries = 1;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock") && tries < LOCK_TRIES =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn corrupt(path: &Path, tree: &'static str, key: &[u8], what: impl Into<String>) -> StoreError {
+    StoreError::Corrupt { path: path.to_path_buf(), tree, key: show_key(key), what: what.into() }
+}
+
+/// A key printed readably: a u64 as its number, `o/` + u64 as `o/N`, else escaped bytes.
+fn show_key(key: &[u8]) -> String {
+    if let Ok(b) = <[u8; 8]>::try_from(key) {
+        return u64::from_be_bytes(b).to_string();
+    }
+    if let Some(rest) = key.strip_prefix(b"o/") {
+        if let Ok(b) = <[u8; 8]>::try_from(rest) {
+            return format!("o/{}", u64::from_be_bytes(b));
+        }
+    }
+    key.escape_ascii().to_string()
+}
+
+/// A u64 stored as exactly 8 big-endian bytes.
+fn decode_u64(path: &Path, tree: &'static str, key: &[u8], value: &[u8]) -> Result<u64> {
+    <[u8; 8]>::try_from(value).map(u64::from_be_bytes).map_err(|_| {
+        corrupt(path, tree, key, format!("expected an 8-byte integer, found {} bytes", value.len()))
+    })
+}
+
+#[cfg(test)]
+mod tests;

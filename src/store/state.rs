@@ -1,0 +1,182 @@
+//! The `state` tree: checkpoint, outbox and counters, which commit together in one batch.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
+
+pub(super) const CHECKPOINT: &[u8] = b"c/";
+pub(super) const OUTBOX: &[u8] = b"o/";
+pub(super) const OUTBOX_NEXT: &[u8] = b"n/outbox_next";
+pub(super) const JOURNAL_START: &[u8] = b"n/journal_start";
+const VERSION: u8 = 1;
+
+/// The decide stage's state and the journal position it reached (the last position consumed;
+/// records after it are replayed on restart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub journal_pos: u64,
+    pub decider: Vec<u8>,
+}
+
+fn outbox_key(seq: u64) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[..2].copy_from_slice(OUTBOX);
+    k[2..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn decode_checkpoint(path: &Path, value: &[u8]) -> Result<Checkpoint> {
+    match value {
+        [VERSION, rest @ ..] if rest.len() >= 8 => {
+            let (pos, decider) = rest.split_at(8);
+            Ok(Checkpoint {
+                journal_pos: u64::from_be_bytes(pos.try_into().unwrap_or([0; 8])),
+                decider: decider.to_vec(),
+            })
+        }
+        _ => Err(corrupt(
+            path,
+            STATE,
+            CHECKPOINT,
+            format!(
+                "checkpoint does not decode ({} bytes, version byte {:?})",
+                value.len(),
+                value.first()
+            ),
+        )),
+    }
+}
+
+fn decode_outbox(path: &Path, key: &[u8], value: &[u8]) -> Result<(u64, Vec<u8>)> {
+    let seq = key
+        .strip_prefix(OUTBOX)
+        .and_then(|r| <[u8; 8]>::try_from(r).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| corrupt(path, STATE, key, "outbox key is not o/ + 8 bytes"))?;
+    Ok((seq, value.to_vec()))
+}
+
+impl Store {
+    /// Commits the decide stage's progress: the checkpoint (`journal_pos`, the last journal
+    /// position consumed, and the decider snapshot), the outbox records it adds, and the next
+    /// outbox sequence — one batch on tree `state` — then commits. Appends not yet committed are
+    /// committed first, so a durable checkpoint never covers records a crash could lose.
+    ///
+    /// Refused when `journal_pos` is past the last appended record or before the last checkpoint.
+    pub fn checkpoint(
+        &mut self,
+        journal_pos: u64,
+        decider: &[u8],
+        outbox_adds: &[Vec<u8>],
+    ) -> Result<()> {
+        self.usable()?;
+        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds);
+        self.poison_on_error(r)
+    }
+
+    fn checkpoint_inner(
+        &mut self,
+        journal_pos: u64,
+        decider: &[u8],
+        outbox_adds: &[Vec<u8>],
+    ) -> Result<()> {
+        if journal_pos >= self.next_journal || journal_pos < self.checkpoint_pos {
+            return Err(self.refused(format!(
+                "checkpoint at journal position {journal_pos}: must lie in {}..={}",
+                self.checkpoint_pos,
+                self.next_journal - 1
+            )));
+        }
+        if self.dirty.load(Ordering::Acquire) {
+            self.commit()?;
+        }
+        let mut value = Vec::with_capacity(9 + decider.len());
+        value.push(VERSION);
+        value.extend_from_slice(&journal_pos.to_be_bytes());
+        value.extend_from_slice(decider);
+        let mut batch = sled::Batch::default();
+        batch.insert(CHECKPOINT, value);
+        let mut seq = self.next_outbox;
+        for record in outbox_adds {
+            batch.insert(&outbox_key(seq), record.as_slice());
+            seq += 1;
+        }
+        batch.insert(OUTBOX_NEXT, &seq.to_be_bytes());
+        failpoint!("store::checkpoint::before_apply");
+        self.state
+            .apply_batch(batch)
+            .map_err(self.sled_err("apply checkpoint batch to tree state"))?;
+        self.next_outbox = seq;
+        self.checkpoint_pos = journal_pos;
+        failpoint!("store::checkpoint::after_apply");
+        self.commit()
+    }
+
+    /// The last committed checkpoint, if any.
+    pub fn last_checkpoint(&self) -> Result<Option<Checkpoint>> {
+        match self.state.get(CHECKPOINT).map_err(self.sled_err("read c/ from tree state"))? {
+            None => Ok(None),
+            Some(v) => decode_checkpoint(&self.path, &v).map(Some),
+        }
+    }
+
+    /// Outbox records awaiting acknowledgement, `(sequence, bytes)` in sequence order.
+    pub fn outbox_pending(&self) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
+        let path: PathBuf = self.path.clone();
+        self.state.scan_prefix(OUTBOX).map(move |kv| match kv {
+            Ok((k, v)) => decode_outbox(&path, &k, &v),
+            Err(source) => Err(StoreError::Sled {
+                path: path.clone(),
+                op: "iterate o/ in tree state".into(),
+                source,
+            }),
+        })
+    }
+
+    /// Removes outbox record `seq` once its publication is acknowledged, and commits. Acking a
+    /// record that is not there (already acked) does nothing.
+    pub fn outbox_ack(&mut self, seq: u64) -> Result<()> {
+        self.usable()?;
+        let r = self.outbox_ack_inner(seq);
+        self.poison_on_error(r)
+    }
+
+    fn outbox_ack_inner(&mut self, seq: u64) -> Result<()> {
+        failpoint!("store::outbox::before_ack");
+        let removed = self
+            .state
+            .remove(outbox_key(seq))
+            .map_err(self.sled_err("remove outbox record from tree state"))?;
+        if removed.is_some() {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// On open: counters, the checkpoint's position, and the journal's next position.
+    pub(super) fn load_positions(&mut self) -> Result<()> {
+        let read = |key: &[u8]| -> Result<Option<u64>> {
+            match self.state.get(key).map_err(self.sled_err("read a counter from tree state"))? {
+                None => Ok(None),
+                Some(v) => decode_u64(&self.path, STATE, key, &v).map(Some),
+            }
+        };
+        let outbox_next = read(OUTBOX_NEXT)?.unwrap_or(1);
+        let journal_start = read(JOURNAL_START)?.unwrap_or(1);
+        let last_outbox = match self
+            .state
+            .scan_prefix(OUTBOX)
+            .next_back()
+            .transpose()
+            .map_err(self.sled_err("read last o/ key of tree state"))?
+        {
+            None => 0,
+            Some((k, v)) => decode_outbox(&self.path, &k, &v)?.0,
+        };
+        self.next_outbox = outbox_next.max(last_outbox.saturating_add(1)).max(1);
+        self.journal_start = journal_start.max(1);
+        self.checkpoint_pos = self.last_checkpoint()?.map_or(0, |c| c.journal_pos);
+        self.load_journal_position()
+    }
+}

@@ -1,0 +1,235 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+fn small() -> StoreOptions {
+    StoreOptions { cache_bytes: 1 << 20 }
+}
+
+fn open(dir: &Path) -> Store {
+    Store::open(dir, small()).unwrap()
+}
+
+/// Writes `value` under `key` in `tree` with sled directly (the store closed).
+fn poke(dir: &Path, tree: &str, key: &[u8], value: &[u8]) {
+    let db = sled::Config::new().path(dir).open().unwrap();
+    db.open_tree(tree).unwrap().insert(key, value).unwrap();
+    db.flush().unwrap();
+}
+
+fn journal(s: &Store) -> Vec<(u64, i64, Vec<u8>)> {
+    s.journal_from(1).collect::<Result<_>>().unwrap()
+}
+
+#[test]
+fn round_trip_across_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        assert_eq!(s.append_journal(&[(5, b"a".to_vec()), (-7, vec![])]).unwrap(), 1..3);
+        assert_eq!(s.append_journal(&[]).unwrap(), 3..3);
+        s.checkpoint(2, b"dec", &[b"x".to_vec(), b"y".to_vec()]).unwrap();
+        s.outbox_ack(1).unwrap();
+        s.outbox_ack(1).unwrap();
+        s.outbox_ack(99).unwrap();
+    }
+    let mut s = open(tmp.path());
+    assert_eq!(journal(&s), vec![(1, 5, b"a".to_vec()), (2, -7, vec![])]);
+    assert_eq!(
+        s.last_checkpoint().unwrap(),
+        Some(Checkpoint { journal_pos: 2, decider: b"dec".to_vec() })
+    );
+    let pending: Vec<_> = s.outbox_pending().collect::<Result<_>>().unwrap();
+    assert_eq!(pending, vec![(2, b"y".to_vec())]);
+    s.checkpoint(2, b"dec2", &[b"z".to_vec()]).unwrap();
+    let seqs: Vec<u64> = s.outbox_pending().map(|r| r.unwrap().0).collect();
+    assert_eq!(seqs, vec![2, 3], "outbox sequences continue after reopen");
+}
+
+#[test]
+fn truncation_never_lets_a_position_be_reused() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
+        s.checkpoint(2, b"", &[]).unwrap();
+        s.truncate_journal_before(3).unwrap();
+        assert!(journal(&s).is_empty());
+    }
+    let mut s = open(tmp.path());
+    assert!(journal(&s).is_empty());
+    assert_eq!(s.append_journal(&[(3, b"c".to_vec())]).unwrap(), 3..4);
+}
+
+#[test]
+fn refuses_what_would_break_invariants() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = open(tmp.path());
+    s.append_journal(&[(1, b"a".to_vec())]).unwrap();
+    let past_end = s.checkpoint(2, b"", &[]).unwrap_err();
+    assert!(matches!(past_end, StoreError::Refused { .. }), "{past_end}");
+    s.checkpoint(1, b"", &[]).unwrap();
+    assert!(matches!(s.checkpoint(0, b"", &[]), Err(StoreError::Refused { .. })));
+    s.append_journal(&[(2, b"b".to_vec())]).unwrap();
+    let uncovered = s.truncate_journal_before(3).unwrap_err();
+    assert!(matches!(uncovered, StoreError::Refused { .. }), "{uncovered}");
+    assert_eq!(journal(&s).len(), 2);
+}
+
+#[test]
+fn seq_blocks_are_never_reused_across_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for round in 0..4u64 {
+        let mut s = open(tmp.path());
+        seen.extend(s.allocate_seq_block("m1", "s1", 10 + round).unwrap());
+        seen.extend(s.allocate_seq_block("m1", "s1", 3).unwrap());
+        // Another sensor, and a machine/sensor split that concatenates to the same text.
+        assert_eq!(s.allocate_seq_block("m", "1s1", 2).unwrap(), 2 * round + 1..2 * round + 3);
+        assert_eq!(s.allocate_seq_block("m1", "s1", 0).unwrap().count(), 0);
+    }
+    let expected: Vec<u64> = (1..=seen.len() as u64).collect();
+    assert_eq!(seen, expected, "consecutive, from 1, no repeats");
+    let s = open(tmp.path());
+    assert_eq!(s.seq_high_water("m1", "s1").unwrap(), seen.len() as u64);
+    let marks: Vec<_> = s.seq_marks().collect::<Result<_>>().unwrap();
+    assert_eq!(
+        marks,
+        vec![(("m".into(), "1s1".into()), 8), (("m1".into(), "s1".into()), seen.len() as u64)]
+    );
+}
+
+fn assert_corrupt(e: StoreError, tree: &str, key: &str) {
+    let text = e.to_string();
+    match e {
+        StoreError::Corrupt { tree: t, key: k, .. } => {
+            assert_eq!((t, k.as_str()), (tree, key), "{text}");
+            assert!(text.contains(&format!("tree {tree}, key {key}")), "{text}");
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
+}
+
+#[test]
+fn a_garbage_journal_value_is_an_error_naming_tree_and_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
+        s.commit().unwrap();
+    }
+    poke(tmp.path(), "journal", &2u64.to_be_bytes(), b"\x01bad");
+    let s = open(tmp.path());
+    let mut it = s.journal_from(1);
+    assert_eq!(it.next().unwrap().unwrap(), (1, 1, b"a".to_vec()));
+    assert_corrupt(it.next().unwrap().unwrap_err(), "journal", "2");
+    // An iterator holds the database open: drop it and the store before writing with sled.
+    drop(it);
+    drop(s);
+    poke(tmp.path(), "journal", &2u64.to_be_bytes(), b"\x07123456789");
+    let s = open(tmp.path());
+    assert_corrupt(s.journal_from(2).next().unwrap().unwrap_err(), "journal", "2");
+}
+
+#[test]
+fn garbage_in_state_and_seq_is_an_error_naming_tree_and_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        s.allocate_seq_block("m", "s", 4).unwrap();
+    }
+    poke(tmp.path(), "seq", &seq_key_for_test("m", "s"), b"abc");
+    let s = open(tmp.path());
+    assert_corrupt(s.seq_high_water("m", "s").unwrap_err(), "seq", "\\x00\\x00\\x00\\x01ms");
+    drop(s);
+
+    poke(tmp.path(), "state", b"c/", b"\x01short");
+    assert_corrupt(Store::open(tmp.path(), small()).unwrap_err(), "state", "c/");
+    poke(tmp.path(), "state", b"c/", b"\x01\x00\x00\x00\x00\x00\x00\x00\x00");
+    poke(tmp.path(), "state", b"n/outbox_next", b"\xff");
+    assert_corrupt(Store::open(tmp.path(), small()).unwrap_err(), "state", "n/outbox_next");
+    poke(tmp.path(), "state", b"n/outbox_next", &1u64.to_be_bytes());
+    poke(tmp.path(), "state", b"o/x", b"");
+    assert_corrupt(Store::open(tmp.path(), small()).unwrap_err(), "state", "o/x");
+}
+
+fn seq_key_for_test(machine: &str, sensor: &str) -> Vec<u8> {
+    let mut k = (machine.len() as u32).to_be_bytes().to_vec();
+    k.extend_from_slice(machine.as_bytes());
+    k.extend_from_slice(sensor.as_bytes());
+    k
+}
+
+#[test]
+fn a_failed_commit_poisons_the_store_until_reopened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let moved = tmp.path().join("moved");
+    let mut s = open(&dir);
+    s.append_journal(&[(1, b"a".to_vec())]).unwrap();
+    s.commit().unwrap();
+    s.append_journal(&[(2, b"b".to_vec())]).unwrap();
+    // The directory vanishes under the store: sled's open files still work, our fsync does not.
+    std::fs::rename(&dir, &moved).unwrap();
+    let failed = s.commit().unwrap_err();
+    assert!(matches!(failed, StoreError::Fsync { .. }), "{failed}");
+    for e in [
+        s.append_journal(&[(3, b"c".to_vec())]).map(drop).unwrap_err(),
+        s.checkpoint(1, b"", &[b"o".to_vec()]).unwrap_err(),
+        s.outbox_ack(1).unwrap_err(),
+        s.allocate_seq_block("m", "s", 1).map(drop).unwrap_err(),
+        s.commit().unwrap_err(),
+    ] {
+        assert!(matches!(e, StoreError::Poisoned { .. }), "{e}");
+    }
+    // A refusal writes nothing and does not poison.
+    let tmp2 = tempfile::tempdir().unwrap();
+    let mut t = open(tmp2.path());
+    assert!(matches!(t.checkpoint(5, b"", &[]), Err(StoreError::Refused { .. })));
+    t.append_journal(&[(1, b"a".to_vec())]).unwrap();
+    drop(s);
+    let s = open(&moved);
+    assert_eq!(journal(&s).first(), Some(&(1, 1, b"a".to_vec())));
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn failpoints_fail_the_call_at_each_boundary() {
+    let scenario = fail::FailScenario::setup();
+    let tmp = tempfile::tempdir().unwrap();
+    // (failpoint, what to call): each injection poisons the store, so each gets a fresh open.
+    type Call = fn(&mut Store) -> Result<()>;
+    let calls: [(&str, Call); 5] = [
+        ("store::journal::after_append", |s| s.append_journal(&[(1, b"x".to_vec())]).map(drop)),
+        ("store::commit::before_fsync", |s| s.commit()),
+        ("store::checkpoint::before_apply", |s| s.checkpoint(1, b"d", &[b"o".to_vec()])),
+        ("store::checkpoint::after_apply", |s| s.checkpoint(1, b"d", &[b"o".to_vec()])),
+        ("store::outbox::before_ack", |s| s.outbox_ack(1)),
+    ];
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"a".to_vec())]).unwrap();
+        s.commit().unwrap();
+    }
+    for (point, call) in calls {
+        let mut s = open(tmp.path());
+        if point == "store::outbox::before_ack" {
+            s.checkpoint(1, b"d", &[b"o".to_vec()]).unwrap();
+        }
+        let pending = s.outbox_pending().count();
+        fail::cfg(point, "return").unwrap();
+        match call(&mut s) {
+            Err(StoreError::Injected { point: p }) => assert_eq!(p, point),
+            other => panic!("expected injection at {point}, got {other:?}"),
+        }
+        fail::remove(point);
+        assert!(matches!(s.commit(), Err(StoreError::Poisoned { .. })));
+        if point == "store::checkpoint::before_apply" {
+            assert_eq!(s.last_checkpoint().unwrap(), None, "nothing applied");
+        }
+        if point == "store::outbox::before_ack" {
+            assert_eq!(s.outbox_pending().count(), pending, "not acknowledged");
+        }
+    }
+    scenario.teardown();
+}
