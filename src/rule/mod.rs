@@ -50,24 +50,9 @@ pub struct Params {
 }
 
 impl Params {
-    /// The defaults of CONTRACTS section 9.
+    /// The defaults of CONTRACTS section 9 (as `config` defines them: one place, no drift).
     pub fn defaults(gateway: &str) -> Self {
-        Params {
-            gateway: gateway.to_string(),
-            rule_name: "high-vibration".into(),
-            metric: Metric::AccelRms,
-            unit: Unit::G,
-            threshold: 0.5,
-            thresholds: BTreeMap::new(),
-            window_ms: 120_000,
-            count: 3,
-            count_quality: vec![Quality::Good, Quality::Uncertain],
-            early: false,
-            bound: BoundMode::Fixed(5_000),
-            allowed_lateness_ms: 600_000,
-            idle_timeout_ms: 30_000,
-            max_future_ms: 5_000,
-        }
+        Params::from_config(&crate::config::Config::for_replay_defaults(gateway))
     }
 }
 
@@ -79,12 +64,6 @@ pub enum Verdict {
     TooLate,
     Duplicate,
     Rejected(Rejection),
-}
-
-impl Verdict {
-    pub fn is_accepted(&self) -> bool {
-        matches!(self, Verdict::Applied | Verdict::LateApplied | Verdict::TooLate)
-    }
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -186,17 +165,6 @@ impl Engine {
 
     pub fn params(&self) -> &Params {
         &self.p
-    }
-
-    /// Current ingest time (`i64::MIN` before the first arrival).
-    pub fn now(&self) -> i64 {
-        self.now
-    }
-
-    /// The machine's watermark, if the machine is known and has one.
-    pub fn watermark(&self, machine: &str) -> Option<i64> {
-        let m = &self.machines[*self.by_name.get(machine)? as usize];
-        (m.wm != i64::MIN).then_some(m.wm)
     }
 
     /// Machines in first-seen order with their watermarks.
@@ -346,7 +314,7 @@ impl Engine {
     }
 
     /// Moves ingest time forward to `at` and lets idleness move watermarks.
-    pub fn advance_to(&mut self, at: i64, out: &mut Vec<AlertRecord>) {
+    fn advance_to(&mut self, at: i64, out: &mut Vec<AlertRecord>) {
         if at <= self.now {
             return;
         }

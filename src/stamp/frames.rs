@@ -177,10 +177,6 @@ impl FrameCutter {
         }
     }
 
-    pub fn params(&self) -> &FrameParams {
-        &self.params
-    }
-
     /// Takes one samples record arriving at ingest time `at`; appends the derived events of the
     /// frames it completes to `out` (in seq order). `Err` when the record overlaps or precedes
     /// samples already taken for its sensor, or is invalid (rate not > 0, a non-finite sample, a
