@@ -36,13 +36,18 @@ fn samples_record(v: &Value) -> SamplesRecord {
     }
 }
 
-fn run_trace() -> (Vec<Event>, FrameCutter) {
-    let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
-    let mut cutter = FrameCutter::new(FrameParams {
+/// The cutter as `cwru.toml` configures it (gateway gw-cwru, RMS, half of a 30 s idle timeout).
+fn cwru_cutter() -> FrameCutter {
+    FrameCutter::new(FrameParams {
         gateway: "gw-cwru".into(),
         metric: Metric::AccelRms,
         flush_after_ms: 15_000,
-    });
+    })
+}
+
+fn run_trace() -> (Vec<Event>, FrameCutter) {
+    let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
+    let mut cutter = cwru_cutter();
     let mut out = Vec::new();
     let mut last_at = i64::MIN;
     for (n, line) in text.lines().enumerate() {
@@ -119,11 +124,7 @@ fn cwru_trace_frames_match_the_reference() {
 fn cwru_trace_split_records_give_the_same_events() {
     let (whole, _) = run_trace();
     let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
-    let mut cutter = FrameCutter::new(FrameParams {
-        gateway: "gw-cwru".into(),
-        metric: Metric::AccelRms,
-        flush_after_ms: 15_000,
-    });
+    let mut cutter = cwru_cutter();
     let mut out = Vec::new();
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
