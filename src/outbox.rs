@@ -1,0 +1,186 @@
+//! What waits in the store's outbox for publication (ARCHITECTURE.md: decide → outbox → forward).
+//!
+//! The decide stage adds [`OutboxRecord`]s in its checkpoint batch; the forwarder reads them in
+//! outbox order, publishes each on its topic (CONTRACTS section 10) and removes it only after the
+//! broker's acknowledgement. This module is the shared, pure vocabulary of both: the record types,
+//! their topics and their bytes in the store. It does no I/O.
+//!
+//! # Bytes in the store
+//!
+//! `[VERSION][CBOR of OutboxRecord]`. CBOR (as the checkpoint snapshots) keeps the records
+//! self-describing, so a later version can add fields; a value that does not decode is reported
+//! with what was wrong, never a panic.
+//!
+//! # Raw samples are referenced, not copied
+//!
+//! A [`OutboxRecord::Samples`] names the journal position of the arrival that carried the
+//! samples; the journal keeps that record until the outbox entry is acknowledged or shed. Copying
+//! every raw sample into the outbox would double the disk use of the largest thing we store.
+
+use serde::{Deserialize, Serialize};
+
+const VERSION: u8 = 1;
+
+/// One record awaiting publication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OutboxRecord {
+    /// An alert record (CONTRACTS section 6), as the JSON bytes `replay` writes for it.
+    /// Topic `alerts/{machine}`.
+    Alert { machine: String, alert_id: String, revision: u32, json: Vec<u8> },
+    /// One accepted event (applied, late applied or too late). `json` is the event as it arrived
+    /// for received events, or its serialisation for events derived from raw samples. The
+    /// forwarder batches consecutive events of one sensor into one `{"events": [...]}` payload
+    /// and adds `"replayed": true` when it sends them from backlog. Topic
+    /// `events/{machine}/{sensor}`.
+    Event { machine: String, sensor: String, seq: u64, event_id: String, json: Vec<u8> },
+    /// Raw samples of one sensor, carried by journal record `journal_pos` (a `samples` arrival):
+    /// `n` samples from `t0_ms` at `rate_hz`. Topic `samples/{machine}/{sensor}`.
+    Samples { machine: String, sensor: String, journal_pos: u64, t0_ms: i64, rate_hz: f64, n: u32 },
+    /// A declared gap: data the gateway knows it will never deliver. Topic `gaps/{sensor}`.
+    Gap(GapNotice),
+}
+
+/// A declared gap (CONTRACTS section 10): what will never be delivered, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GapNotice {
+    pub machine: String,
+    pub sensor: String,
+    pub range: GapRange,
+    /// `"shed"` (the retention budget removed it), `"overrun"` (the sensor's FIFO overflowed),
+    /// `"sensor_fault"`, ...: a short machine-readable word.
+    pub reason: String,
+    /// Ingest time when the gap was declared.
+    pub declared_at_ms: i64,
+}
+
+/// What a gap covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GapRange {
+    /// Events of the sensor with `from_seq..=to_seq`.
+    Events { from_seq: u64, to_seq: u64 },
+    /// Raw samples of the sensor with event time in `[from_ms, to_ms)`.
+    Samples { from_ms: i64, to_ms: i64 },
+}
+
+/// An outbox value that does not decode.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("outbox record does not decode: {0}")]
+pub struct OutboxDecodeError(pub String);
+
+impl OutboxRecord {
+    /// The topic under `{prefix}/{gateway}/` (CONTRACTS section 10).
+    pub fn topic_suffix(&self) -> String {
+        match self {
+            OutboxRecord::Alert { machine, .. } => format!("alerts/{machine}"),
+            OutboxRecord::Event { machine, sensor, .. } => format!("events/{machine}/{sensor}"),
+            OutboxRecord::Samples { machine, sensor, .. } => format!("samples/{machine}/{sensor}"),
+            OutboxRecord::Gap(g) => format!("gaps/{}", g.sensor),
+        }
+    }
+
+    /// The bytes stored in the outbox.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        if let Err(e) = ciborium::into_writer(self, &mut out) {
+            unreachable!("outbox encoding into memory failed: {e}");
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<OutboxRecord, OutboxDecodeError> {
+        match bytes {
+            [VERSION, rest @ ..] => ciborium::from_reader(rest)
+                .map_err(|e| OutboxDecodeError(format!("version {VERSION}: {e}"))),
+            [v, ..] => Err(OutboxDecodeError(format!("unknown outbox record version {v}"))),
+            [] => Err(OutboxDecodeError("empty value".into())),
+        }
+    }
+}
+
+impl GapNotice {
+    /// The JSON payload published on `gaps/{sensor}`.
+    pub fn to_json(&self) -> Vec<u8> {
+        match serde_json::to_vec(self) {
+            Ok(v) => v,
+            Err(e) => unreachable!("a gap notice always serialises: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> OutboxRecord {
+        OutboxRecord::Samples {
+            machine: "press-7".into(),
+            sensor: "s1".into(),
+            journal_pos: 42,
+            t0_ms: 1_700_000_000_000,
+            rate_hz: 3200.0,
+            n: 3200,
+        }
+    }
+
+    #[test]
+    fn every_kind_round_trips_and_names_its_topic() {
+        let gap = GapNotice {
+            machine: "press-7".into(),
+            sensor: "s1".into(),
+            range: GapRange::Events { from_seq: 5, to_seq: 9 },
+            reason: "shed".into(),
+            declared_at_ms: 7,
+        };
+        let cases = [
+            (
+                OutboxRecord::Alert {
+                    machine: "press-7".into(),
+                    alert_id: "a1".into(),
+                    revision: 2,
+                    json: b"{}".to_vec(),
+                },
+                "alerts/press-7",
+            ),
+            (
+                OutboxRecord::Event {
+                    machine: "press-7".into(),
+                    sensor: "s1".into(),
+                    seq: 3,
+                    event_id: "gw.s1.3".into(),
+                    json: b"{\"x\":1}".to_vec(),
+                },
+                "events/press-7/s1",
+            ),
+            (samples(), "samples/press-7/s1"),
+            (OutboxRecord::Gap(gap), "gaps/s1"),
+        ];
+        for (rec, topic) in cases {
+            assert_eq!(rec.topic_suffix(), topic);
+            assert_eq!(OutboxRecord::decode(&rec.encode()), Ok(rec));
+        }
+    }
+
+    #[test]
+    fn damaged_values_are_errors_not_panics() {
+        let good = samples().encode();
+        assert!(OutboxRecord::decode(&[]).is_err());
+        assert!(OutboxRecord::decode(&[9, 1, 2]).unwrap_err().0.contains("version 9"));
+        assert!(OutboxRecord::decode(&good[..good.len() / 2]).is_err());
+    }
+
+    #[test]
+    fn gap_notice_json_names_range_and_reason() {
+        let g = GapNotice {
+            machine: "m".into(),
+            sensor: "s".into(),
+            range: GapRange::Samples { from_ms: 1000, to_ms: 2000 },
+            reason: "shed".into(),
+            declared_at_ms: 3000,
+        };
+        let v: serde_json::Value = serde_json::from_slice(&g.to_json()).unwrap();
+        assert_eq!(v["range"]["kind"], "samples");
+        assert_eq!(v["range"]["from_ms"], 1000);
+        assert_eq!(v["reason"], "shed");
+    }
+}
