@@ -20,6 +20,7 @@ pub mod config;
 pub mod decide;
 pub mod driver;
 pub mod event;
+pub mod ledger;
 pub mod outbox;
 pub mod quarantine;
 pub mod replay;

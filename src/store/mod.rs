@@ -12,6 +12,8 @@
 //! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given |
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
+//! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::ledger::LedgerRecord` |
+//! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
 //!
 //! The leading `1` in journal and checkpoint values is the format version. A value that does not
@@ -30,7 +32,8 @@
 //!   append before them. A checkpoint first commits the journal it covers, then writes the
 //!   checkpoint, its outbox records and the next outbox sequence in **one `Batch` on one tree**
 //!   (`state`): sled applies a batch on one tree atomically; we do not rely on multi-tree
-//!   transactions.
+//!   transactions. Ledger records describing a change go into that change's batch
+//!   ([`Store::checkpoint_with_ledger`], [`Store::outbox_ack_many`]).
 //! - A write or commit that fails (an I/O error, a failed fsync, an injected fault) poisons the
 //!   store: what sled holds in memory may then be ahead of the disk (after a failed fsync the
 //!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
@@ -50,6 +53,7 @@
 mod error;
 mod fsync;
 mod journal;
+mod ledger;
 mod seq;
 mod state;
 
@@ -97,6 +101,8 @@ pub struct Store {
     journal_start: u64,
     /// The sequence the next outbox record gets.
     next_outbox: u64,
+    /// The sequence the next ledger record gets.
+    next_ledger: u64,
     /// The journal position of the last checkpoint (0 when there is none).
     checkpoint_pos: u64,
     /// Appends since the last commit.
@@ -132,6 +138,7 @@ impl Store {
             next_journal: 1,
             journal_start: 1,
             next_outbox: 1,
+            next_ledger: 1,
             checkpoint_pos: 0,
             dirty: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
@@ -229,14 +236,14 @@ fn corrupt(path: &Path, tree: &'static str, key: &[u8], what: impl Into<String>)
     StoreError::Corrupt { path: path.to_path_buf(), tree, key: show_key(key), what: what.into() }
 }
 
-/// A key printed readably: a u64 as its number, `o/` + u64 as `o/N`, else escaped bytes.
+/// A key printed readably: a u64 as its number, `o/` or `l/` + u64 as `o/N`, else escaped bytes.
 fn show_key(key: &[u8]) -> String {
     if let Ok(b) = <[u8; 8]>::try_from(key) {
         return u64::from_be_bytes(b).to_string();
     }
-    if let Some(rest) = key.strip_prefix(b"o/") {
-        if let Ok(b) = <[u8; 8]>::try_from(rest) {
-            return format!("o/{}", u64::from_be_bytes(b));
+    for prefix in [&b"o/"[..], b"l/"] {
+        if let Some(b) = key.strip_prefix(prefix).and_then(|r| <[u8; 8]>::try_from(r).ok()) {
+            return format!("{}{}", prefix.escape_ascii(), u64::from_be_bytes(b));
         }
     }
     key.escape_ascii().to_string()

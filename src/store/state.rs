@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
+use crate::ledger::LedgerRecord;
 
 pub(super) const CHECKPOINT: &[u8] = b"c/";
 pub(super) const OUTBOX: &[u8] = b"o/";
@@ -19,7 +20,7 @@ pub struct Checkpoint {
     pub decider: Vec<u8>,
 }
 
-fn outbox_key(seq: u64) -> [u8; 10] {
+pub(super) fn outbox_key(seq: u64) -> [u8; 10] {
     let mut k = [0u8; 10];
     k[..2].copy_from_slice(OUTBOX);
     k[2..].copy_from_slice(&seq.to_be_bytes());
@@ -70,9 +71,26 @@ impl Store {
         decider: &[u8],
         outbox_adds: &[Vec<u8>],
     ) -> Result<()> {
+        self.checkpoint_with_ledger(journal_pos, decider, outbox_adds, &[])
+    }
+
+    /// [`Store::checkpoint`] with ledger records in the same batch. Outbox record `i` of
+    /// `outbox_adds` gets sequence `next_outbox_seq() + i`, which ledger records may name.
+    pub fn checkpoint_with_ledger(
+        &mut self,
+        journal_pos: u64,
+        decider: &[u8],
+        outbox_adds: &[Vec<u8>],
+        ledger_adds: &[LedgerRecord],
+    ) -> Result<()> {
         self.usable()?;
-        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds);
+        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds, ledger_adds);
         self.poison_on_error(r)
+    }
+
+    /// The sequence the next outbox record gets.
+    pub fn next_outbox_seq(&self) -> u64 {
+        self.next_outbox
     }
 
     fn checkpoint_inner(
@@ -80,6 +98,7 @@ impl Store {
         journal_pos: u64,
         decider: &[u8],
         outbox_adds: &[Vec<u8>],
+        ledger_adds: &[LedgerRecord],
     ) -> Result<()> {
         if journal_pos >= self.next_journal || journal_pos < self.checkpoint_pos {
             return Err(self.refused(format!(
@@ -103,11 +122,13 @@ impl Store {
             seq += 1;
         }
         batch.insert(OUTBOX_NEXT, &seq.to_be_bytes());
+        let next_ledger = self.batch_ledger(&mut batch, ledger_adds);
         failpoint!("store::checkpoint::before_apply");
         self.state
             .apply_batch(batch)
             .map_err(self.sled_err("apply checkpoint batch to tree state"))?;
         self.next_outbox = seq;
+        self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
         failpoint!("store::checkpoint::after_apply");
         self.commit()
@@ -177,6 +198,7 @@ impl Store {
         self.next_outbox = outbox_next.max(last_outbox.saturating_add(1)).max(1);
         self.journal_start = journal_start.max(1);
         self.checkpoint_pos = self.last_checkpoint()?.map_or(0, |c| c.journal_pos);
+        self.load_ledger_position()?;
         self.load_journal_position()
     }
 }

@@ -233,3 +233,43 @@ fn failpoints_fail_the_call_at_each_boundary() {
     }
     scenario.teardown();
 }
+
+#[test]
+fn ledger_records_commit_with_their_change_and_survive_reopen() {
+    use crate::ledger::{LedgerEntry, LedgerRecord};
+    let tmp = tempfile::tempdir().unwrap();
+    let dup =
+        |j| LedgerRecord::new(1, LedgerEntry::Duplicate { event_id: "e".into(), journal_pos: j });
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
+        assert_eq!(s.next_outbox_seq(), 1);
+        s.checkpoint_with_ledger(2, b"d", &[b"x".to_vec(), b"y".to_vec()], &[dup(1), dup(2)])
+            .unwrap();
+        assert_eq!(s.next_outbox_seq(), 3);
+        let ack = LedgerRecord::new(9, LedgerEntry::Acknowledged { outbox_seqs: vec![1, 2, 77] });
+        s.outbox_ack_many(&[1, 2, 77], std::slice::from_ref(&ack)).unwrap();
+        assert_eq!(s.outbox_pending().count(), 0);
+        assert_eq!(s.next_ledger_seq(), 4);
+    }
+    let mut s = open(tmp.path());
+    let ledger: Vec<_> = s.ledger_from(1).collect::<Result<_>>().unwrap();
+    assert_eq!(ledger.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(ledger[1].1, dup(2));
+    assert_eq!(s.ledger_from(3).count(), 1);
+    s.append_ledger(&[dup(3)]).unwrap();
+    assert_eq!(s.ledger_from(4).map(|r| r.unwrap().0).collect::<Vec<_>>(), vec![4]);
+}
+
+#[test]
+fn a_ledger_value_that_does_not_decode_names_its_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    open(tmp.path());
+    let mut key = b"l/".to_vec();
+    key.extend_from_slice(&5u64.to_be_bytes());
+    poke(tmp.path(), STATE, &key, &[1, 0xff]);
+    let s = open(tmp.path());
+    assert_eq!(s.next_ledger_seq(), 6, "a damaged record's sequence is never reused");
+    let err = s.ledger_from(1).next().unwrap().unwrap_err().to_string();
+    assert!(err.contains("key l/5") && err.contains("ledger record"), "{err}");
+}

@@ -1,0 +1,155 @@
+//! The ledger: one record per transition of every record the gateway handles (ARCHITECTURE.md),
+//! so that `linegate explain` and `linegate reconcile` can prove from the store alone that nothing
+//! was lost or doubled, and tell delayed data from missing data.
+//!
+//! The store keeps ledger records in the same tree and the same batch as the state change they
+//! describe (a checkpoint's accepted events and alerts; an acknowledgement's removal from the
+//! outbox), so the ledger can never disagree with the outbox after a crash. This module is the
+//! pure vocabulary; it does no I/O.
+//!
+//! Bytes in the store: `[VERSION][CBOR of LedgerRecord]`. New variants may be added; existing ones
+//! never change meaning.
+
+use serde::{Deserialize, Serialize};
+
+use crate::outbox::GapNotice;
+
+const VERSION: u8 = 1;
+
+/// One ledger record: when (ingest time for decisions, wall-clock time of the process for
+/// publication, restarts and recoveries) and what happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRecord {
+    pub at_ms: i64,
+    pub entry: LedgerEntry,
+}
+
+/// How an accepted event was taken by the rule (CONTRACTS section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Acceptance {
+    Applied,
+    LateApplied,
+    TooLate,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LedgerEntry {
+    /// An event passed validation and was not a duplicate; `outbox_seq` is the outbox record that
+    /// carries it to MQTT.
+    Accepted {
+        event_id: String,
+        machine: String,
+        sensor: String,
+        seq: u64,
+        ts_ms: i64,
+        how: Acceptance,
+        journal_pos: u64,
+        outbox_seq: u64,
+    },
+    /// The same `event_id` with the same content again: counted, never re-counted.
+    Duplicate { event_id: String, journal_pos: u64 },
+    /// A rejected record, kept in quarantine under `quarantine_key` with its reason.
+    Quarantined { reason: String, journal_pos: u64, quarantine_key: u64 },
+    /// An alert record was produced (`open`, `amend`, `close`, `supersede`).
+    Alert {
+        alert_id: String,
+        revision: u32,
+        alert_kind: String,
+        machine: String,
+        caused_by: Option<String>,
+        outbox_seq: u64,
+    },
+    /// Outbox records handed to the broker (QoS 1 PUBLISH sent).
+    Published { outbox_seqs: Vec<u64> },
+    /// The broker acknowledged outbox records; they left the outbox in the same batch.
+    Acknowledged { outbox_seqs: Vec<u64> },
+    /// The retention budget removed raw samples; a gap notice declares them (`outbox_seq`).
+    Shed { gap: GapNotice, journal_positions: Vec<u64>, bytes: u64, outbox_seq: u64 },
+    /// A gap declared for another reason (sensor overrun, fault).
+    GapDeclared { gap: GapNotice, outbox_seq: u64 },
+    /// The wall clock stepped (detected by comparing monotonic and real-time clocks).
+    ClockStep { from_ms: i64, to_ms: i64, step_ms: i64 },
+    /// The process started on an existing store.
+    Restart { checkpoint_pos: u64, journal_next: u64, outbox_pending: u64 },
+    /// The store could not be opened or a record did not decode: what was moved aside and lost.
+    Recovery { what: String, moved_to: Option<String>, lost: String },
+}
+
+/// A ledger value that does not decode.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("ledger record does not decode: {0}")]
+pub struct LedgerDecodeError(pub String);
+
+impl LedgerRecord {
+    pub fn new(at_ms: i64, entry: LedgerEntry) -> Self {
+        LedgerRecord { at_ms, entry }
+    }
+
+    /// The bytes stored in the ledger.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        if let Err(e) = ciborium::into_writer(self, &mut out) {
+            unreachable!("ledger encoding into memory failed: {e}");
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<LedgerRecord, LedgerDecodeError> {
+        match bytes {
+            [VERSION, rest @ ..] => ciborium::from_reader(rest)
+                .map_err(|e| LedgerDecodeError(format!("version {VERSION}: {e}"))),
+            [v, ..] => Err(LedgerDecodeError(format!("unknown ledger record version {v}"))),
+            [] => Err(LedgerDecodeError("empty value".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::outbox::GapRange;
+
+    #[test]
+    fn records_round_trip() {
+        let gap = GapNotice {
+            machine: "m".into(),
+            sensor: "s".into(),
+            range: GapRange::Samples { from_ms: 0, to_ms: 1000 },
+            reason: "shed".into(),
+            declared_at_ms: 5,
+        };
+        let entries = [
+            LedgerEntry::Accepted {
+                event_id: "gw.s.1".into(),
+                machine: "m".into(),
+                sensor: "s".into(),
+                seq: 1,
+                ts_ms: 1000,
+                how: Acceptance::LateApplied,
+                journal_pos: 3,
+                outbox_seq: 4,
+            },
+            LedgerEntry::Acknowledged { outbox_seqs: vec![4, 5] },
+            LedgerEntry::Shed { gap, journal_positions: vec![1, 2], bytes: 99, outbox_seq: 6 },
+            LedgerEntry::Recovery { what: "x".into(), moved_to: None, lost: "y".into() },
+        ];
+        for e in entries {
+            let r = LedgerRecord::new(7, e);
+            assert_eq!(LedgerRecord::decode(&r.encode()), Ok(r));
+        }
+    }
+
+    #[test]
+    fn damaged_values_are_errors() {
+        let r =
+            LedgerRecord::new(1, LedgerEntry::Duplicate { event_id: "e".into(), journal_pos: 2 });
+        let b = r.encode();
+        assert!(LedgerRecord::decode(&b[..b.len() - 3]).is_err());
+        assert!(LedgerRecord::decode(&[2, 0]).unwrap_err().0.contains("version 2"));
+        assert!(LedgerRecord::decode(&[]).is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! The ledger in tree `state`: `l/` + u64 sequence → `LedgerRecord` bytes, and `n/ledger_next`.
+//! Ledger records are written in the same batch as the change they describe.
+
+use std::path::PathBuf;
+
+use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
+use crate::ledger::LedgerRecord;
+
+pub(super) const LEDGER: &[u8] = b"l/";
+pub(super) const LEDGER_NEXT: &[u8] = b"n/ledger_next";
+
+fn ledger_key(seq: u64) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[..2].copy_from_slice(LEDGER);
+    k[2..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+impl Store {
+    /// Adds `records` to `batch` from the next ledger sequence on; returns the sequence after
+    /// them. The caller sets `next_ledger` to it only once the batch is applied.
+    pub(super) fn batch_ledger(&self, batch: &mut sled::Batch, records: &[LedgerRecord]) -> u64 {
+        let mut seq = self.next_ledger;
+        for r in records {
+            batch.insert(&ledger_key(seq), r.encode());
+            seq += 1;
+        }
+        if seq != self.next_ledger {
+            batch.insert(LEDGER_NEXT, &seq.to_be_bytes());
+        }
+        seq
+    }
+
+    /// Appends ledger records (a restart, a recovery, a clock step) in one batch and commits.
+    pub fn append_ledger(&mut self, records: &[LedgerRecord]) -> Result<()> {
+        self.usable()?;
+        let r = self.append_ledger_inner(records);
+        self.poison_on_error(r)
+    }
+
+    fn append_ledger_inner(&mut self, records: &[LedgerRecord]) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        let next = self.batch_ledger(&mut batch, records);
+        self.state.apply_batch(batch).map_err(self.sled_err("apply ledger batch to tree state"))?;
+        self.next_ledger = next;
+        self.commit()
+    }
+
+    /// Removes acknowledged outbox records and adds `ledger` records (typically one
+    /// `Acknowledged`) in one batch, then commits: one fsync for many acknowledgements. Sequences
+    /// not in the outbox (acknowledged already) are ignored.
+    pub fn outbox_ack_many(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
+        self.usable()?;
+        let r = self.outbox_ack_many_inner(seqs, ledger);
+        self.poison_on_error(r)
+    }
+
+    fn outbox_ack_many_inner(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
+        failpoint!("store::outbox::before_ack");
+        let mut batch = sled::Batch::default();
+        for &seq in seqs {
+            batch.remove(&super::state::outbox_key(seq));
+        }
+        let next = self.batch_ledger(&mut batch, ledger);
+        self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
+        self.next_ledger = next;
+        self.commit()
+    }
+
+    /// The sequence the next ledger record gets.
+    pub fn next_ledger_seq(&self) -> u64 {
+        self.next_ledger
+    }
+
+    /// Ledger records `(sequence, record)` from `seq` on, in order.
+    pub fn ledger_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, LedgerRecord)>> {
+        let path: PathBuf = self.path.clone();
+        self.state.range(ledger_key(seq)..ledger_key(u64::MAX)).map(move |kv| {
+            let (k, v) = kv.map_err(|source| StoreError::Sled {
+                path: path.clone(),
+                op: "iterate l/ in tree state".into(),
+                source,
+            })?;
+            let seq = k
+                .strip_prefix(LEDGER)
+                .and_then(|r| <[u8; 8]>::try_from(r).ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| corrupt(&path, STATE, &k, "ledger key is not l/ + 8 bytes"))?;
+            let rec =
+                LedgerRecord::decode(&v).map_err(|e| corrupt(&path, STATE, &k, e.to_string()))?;
+            Ok((seq, rec))
+        })
+    }
+
+    /// On open: the next ledger sequence.
+    pub(super) fn load_ledger_position(&mut self) -> Result<()> {
+        let stored =
+            match self.state.get(LEDGER_NEXT).map_err(self.sled_err("read n/ledger_next"))? {
+                None => 1,
+                Some(v) => decode_u64(&self.path, STATE, LEDGER_NEXT, &v)?,
+            };
+        let last = self
+            .state
+            .scan_prefix(LEDGER)
+            .keys()
+            .next_back()
+            .transpose()
+            .map_err(self.sled_err("read last l/ key of tree state"))?
+            .and_then(|k| k.strip_prefix(LEDGER).and_then(|r| <[u8; 8]>::try_from(r).ok()))
+            .map_or(0, u64::from_be_bytes);
+        self.next_ledger = stored.max(last.saturating_add(1)).max(1);
+        Ok(())
+    }
+}
