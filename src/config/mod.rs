@@ -11,6 +11,7 @@
 
 mod duration;
 mod raw;
+mod size;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -139,11 +140,20 @@ impl Default for TimeConfig {
 pub struct StoreConfig {
     /// The store's directory; non-empty.
     pub path: PathBuf,
+    /// `max_bytes`: the retention budget, the directory's real size on disk (default 4 GiB, for
+    /// a Raspberry Pi with an SD card); the oldest raw samples are shed above it.
+    pub max_bytes: u64,
+    /// `cache`: sled's page cache in bytes (default 64 MiB; sled's own default is 1 GiB).
+    pub cache_bytes: u64,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { path: PathBuf::from("/var/lib/linegate") }
+        StoreConfig {
+            path: PathBuf::from("/var/lib/linegate"),
+            max_bytes: 4 << 30,
+            cache_bytes: 64 << 20,
+        }
     }
 }
 
@@ -456,11 +466,24 @@ impl Ctx<'_> {
     }
 
     fn validate_store(&self, raw: RawStore) -> Result<StoreConfig> {
-        match raw.path {
-            None => Ok(StoreConfig::default()),
-            Some(p) if p.is_empty() => Err(self.err("store.path", "must not be empty")),
-            Some(p) => Ok(StoreConfig { path: PathBuf::from(p) }),
-        }
+        let d = StoreConfig::default();
+        let path = match raw.path {
+            None => d.path,
+            Some(p) if p.is_empty() => return Err(self.err("store.path", "must not be empty")),
+            Some(p) => PathBuf::from(p),
+        };
+        let size = |key: &str, v: Option<toml::Value>, default: u64, min: u64| match v {
+            None => Ok(default),
+            Some(v) => match size::parse_bytes(&v) {
+                Ok(n) if n < min => Err(self.err(key, format!("{n} bytes is below {min}"))),
+                Ok(n) => Ok(n),
+                Err(e) => Err(self.err(key, e)),
+            },
+        };
+        // Below 1 MiB sled's own files (one segment is 512 KiB) would always be over budget.
+        let max_bytes = size("store.max_bytes", raw.max_bytes, d.max_bytes, 1 << 20)?;
+        let cache_bytes = size("store.cache", raw.cache, d.cache_bytes, 1 << 20)?;
+        Ok(StoreConfig { path, max_bytes, cache_bytes })
     }
 
     fn validate_mqtt(&self, raw: RawMqtt) -> Result<MqttConfig> {

@@ -64,6 +64,8 @@ pub(super) struct RawTime {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStore {
     pub(super) path: Option<String>,
+    pub(super) max_bytes: Option<toml::Value>,
+    pub(super) cache: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -98,7 +98,7 @@ fn contract_example_parses_exactly() {
             auto_bound_max_ms: 60_000,
             auto_bound_quantile: 0.99,
         },
-        store: StoreConfig { path: PathBuf::from("/var/lib/linegate") },
+        store: StoreConfig { path: PathBuf::from("/var/lib/linegate"), ..StoreConfig::default() },
         mqtt: MqttConfig { host: "127.0.0.1".into(), port: 1883, prefix: "linegate".into() },
         metrics: MetricsConfig { listen: "127.0.0.1:9898".into() },
         source: vec![SourceConfig::Trace(TraceSource {
@@ -273,6 +273,17 @@ fn impossible_values_are_rejected() {
     assert_err(with("[mqtt]\nhost = \"\"\n"), "mqtt.host", &["non-empty"]);
     assert_err(with("[metrics]\nlisten = \"localhost\"\n"), "metrics.listen", &["\"localhost\""]);
     assert_err(with("[store]\npath = \"\"\n"), "store.path", &["empty"]);
+    assert_err(with("[store]\nmax_bytes = \"4 gigs\"\n"), "store.max_bytes", &["4 gigs"]);
+    assert_err(with("[store]\nmax_bytes = 1000\n"), "store.max_bytes", &["below"]);
+    assert_err(with("[store]\ncache = -5\n"), "store.cache", &["negative"]);
+}
+
+#[test]
+fn store_sizes_are_human_or_bytes() {
+    let c = with("[store]\nmax_bytes = \"2GiB\"\ncache = 33554432\n").unwrap();
+    assert_eq!((c.store.max_bytes, c.store.cache_bytes), (2 << 30, 32 << 20));
+    let d = with("").unwrap();
+    assert_eq!((d.store.max_bytes, d.store.cache_bytes), (4 << 30, 64 << 20));
 }
 
 #[test]

@@ -38,6 +38,18 @@ pub enum StoreError {
         key: String,
         what: String,
     },
+    /// Reading the size of a file of the database (for the retention budget) failed.
+    #[error("store {path}: cannot measure the size of {file}: {source}")]
+    Usage {
+        path: PathBuf,
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Moving a damaged database aside, or opening a fresh one after that, failed: recovery
+    /// gives up with this rather than trying again (no crash loop).
+    #[error("store {path}: recovery failed: {what}")]
+    Recovery { path: PathBuf, what: String },
     /// A call the store refuses because it would break its invariants (the caller's bug).
     #[error("store {path}: {what}")]
     Refused { path: PathBuf, what: String },

@@ -14,6 +14,7 @@
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
+//! | `state` | `n/shed_size` | u64 BE: the size on disk seen when the last shed started (`retention.rs`) |
 //! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
 //!
 //! The leading `1` in journal and checkpoint values is the format version. A value that does not
@@ -54,6 +55,8 @@ mod error;
 mod fsync;
 mod journal;
 mod ledger;
+mod recovery;
+mod retention;
 mod seq;
 mod state;
 
@@ -61,6 +64,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use error::{Result, StoreError};
+pub use recovery::{Recovered, RECOVERY_SCAN};
+pub use retention::{frame_span_ms, low_water, shed_count, Protect, ShedReport, SHED_BATCH};
 pub use state::Checkpoint;
 
 /// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
@@ -91,6 +96,8 @@ impl Default for StoreOptions {
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
+    /// How it was opened (recovery opens the fresh store the same way).
+    opts: StoreOptions,
     db: sled::Db,
     journal: sled::Tree,
     state: sled::Tree,
@@ -119,6 +126,7 @@ impl Store {
     /// Opens (or creates) the database in directory `path`.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store> {
         let config = sled::Config::new().path(path).cache_capacity(opts.cache_bytes);
+        let opened_with = opts.clone();
         let db = open_waiting_for_lock(&config)
             .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
         let tree = |name: &str| {
@@ -131,6 +139,7 @@ impl Store {
         let (journal, state, seq) = (tree(JOURNAL)?, tree(STATE)?, tree(SEQ)?);
         let mut store = Store {
             path: path.to_path_buf(),
+            opts: opened_with,
             db,
             journal,
             state,

@@ -199,6 +199,10 @@ impl Store {
         self.journal_start = journal_start.max(1);
         self.checkpoint_pos = self.last_checkpoint()?.map_or(0, |c| c.journal_pos);
         self.load_ledger_position()?;
-        self.load_journal_position()
+        self.load_journal_position()?;
+        // Shedding can remove the newest journal records a checkpoint covers: those positions
+        // were used all the same.
+        self.next_journal = self.next_journal.max(self.checkpoint_pos.saturating_add(1));
+        Ok(())
     }
 }

@@ -1,0 +1,255 @@
+//! Corruption recovery: a database that sled cannot open, or whose records do not decode, is moved
+//! aside and replaced by a fresh one whose first ledger record says what was lost — never a crash
+//! loop.
+//!
+//! # At start-up: [`Store::open_or_recover`]
+//!
+//! 1. If `{path}` is missing and `{path}.recovering` exists, an earlier recovery stopped between
+//!    its two renames: the fresh store is moved into place and opened (step 4).
+//! 2. Open `{path}` (a panic inside sled counts as a failure to open: sled 0.34 asserts on some
+//!    damaged files) and run [`Store::startup_check`], which is bounded — it reads the
+//!    checkpoint, the counters, the sequence marks (one per sensor) and the first and last
+//!    [`RECOVERY_SCAN`] records of the journal, the outbox and the ledger, so the time to ready
+//!    does not grow with the backlog.
+//! 3. If either fails: record what can still be counted (journal positions and outbox sequences
+//!    that remain, from the first and last keys only), build a fresh store in
+//!    `{path}.recovering` holding one [`LedgerEntry::Recovery`], commit it, rename `{path}` to
+//!    `{path}.corrupt-{now_ms}` (a sibling: `[store] path` holds the sled database and nothing
+//!    else), rename `{path}.recovering` to `{path}`, fsync the parent directory.
+//! 4. Open `{path}`. If that fails too, the error is [`StoreError::Recovery`]: the caller stops
+//!    with it rather than recovering again.
+//!
+//! A crash at any step leaves either the damaged store in place (recovery runs again) or the
+//! fresh one ready to be moved in (step 1). The moved-aside copy is kept for diagnosis; nothing
+//! deletes it (an operator must, it counts against the disk but not against `max_bytes`).
+//! Failpoints: `store::recovery::before_fresh`, `store::recovery::before_move_aside`,
+//! `store::recovery::before_move_in`.
+//!
+//! **Known limit: silent loss inside sled.** sled 0.34 treats a log record that fails its checksum
+//! as the torn end of its log and drops it *and everything after it*, without an error. A bit flip
+//! in `db` therefore opens "intact" with an older state: in `tests/store_corruption.rs` flips at
+//! fixed offsets of a store holding 200 journal records, a checkpoint and 50 outbox records left
+//! 0 to 200 journal records and no checkpoint, every time; truncating `db` does the same. The
+//! start-up check cannot see this (what remains decodes). Detecting it needs a witness outside
+//! sled (e.g. the last committed checkpoint position in a sibling file, compared at open): not
+//! done yet.
+//!
+//! # At run time: [`Store::recover`]
+//!
+//! When a read returns [`StoreError::Corrupt`] while running, the pipeline drops every iterator
+//! and task that uses the store, calls `store.recover(&err, now_ms)` (which consumes the store) and
+//! restarts its stages from the returned, empty store exactly as after a fresh start: no
+//! checkpoint, so decide starts from an empty state at the sources' current positions.
+
+use std::path::{Path, PathBuf};
+
+use super::{failpoint, Result, Store, StoreError, StoreOptions, JOURNAL};
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::outbox::OutboxRecord;
+
+/// How many records at each end of the journal, outbox and ledger the start-up check decodes.
+pub const RECOVERY_SCAN: usize = 64;
+
+/// What a recovery did: the ledger's [`LedgerEntry::Recovery`] says the same in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// Why the database was given up (the open error or the record that does not decode).
+    pub what: String,
+    /// Where the damaged database now is.
+    pub moved_to: PathBuf,
+    /// What could still be counted in it, in words ("could not be read" when sled failed).
+    pub lost: String,
+}
+
+impl Store {
+    /// Opens the store at `path`, recovering from a damaged one: see the module documentation.
+    /// `now_ms` names the moved-aside copy and stamps the ledger record.
+    pub fn open_or_recover(
+        path: &Path,
+        opts: StoreOptions,
+        now_ms: i64,
+    ) -> Result<(Store, Option<Recovered>)> {
+        let fresh = sibling(path, "recovering");
+        if !path.exists() && fresh.is_dir() {
+            move_in(&fresh, path)?;
+        }
+        let (what, lost) = match open_checked(path, &opts) {
+            Ok(store) => return Ok((store, None)),
+            Err(e) => e,
+        };
+        let recovered = replace_damaged(path, &opts, now_ms, what, lost)?;
+        let store =
+            Store::open(path, opts).map_err(|e| give_up(path, "open the fresh store", e))?;
+        Ok((store, Some(recovered)))
+    }
+
+    /// Gives up this store after `cause` (a record that does not decode, found at run time):
+    /// moves the database aside and returns a fresh one; see the module documentation.
+    pub fn recover(self, cause: &StoreError, now_ms: i64) -> Result<(Store, Recovered)> {
+        let (path, lost) = (self.path.clone(), self.remains());
+        let opts = self.opts.clone();
+        drop(self);
+        let recovered = replace_damaged(&path, &opts, now_ms, cause.to_string(), lost)?;
+        let store =
+            Store::open(&path, opts).map_err(|e| give_up(&path, "open the fresh store", e))?;
+        Ok((store, recovered))
+    }
+
+    /// The bounded start-up check: see the module documentation.
+    pub fn startup_check(&self) -> Result<()> {
+        self.last_checkpoint()?;
+        for mark in self.seq_marks() {
+            mark?;
+        }
+        for r in self.journal_from(self.journal_start).take(RECOVERY_SCAN) {
+            r?;
+        }
+        for kv in self.journal.iter().rev().take(RECOVERY_SCAN) {
+            let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
+            if v.len() < 9 || v[0] != 1 {
+                return Err(self.corrupt(JOURNAL, &k, "journal record does not decode"));
+            }
+        }
+        let outbox = || self.state.scan_prefix(super::state::OUTBOX);
+        for kv in outbox().take(RECOVERY_SCAN).chain(outbox().rev().take(RECOVERY_SCAN)) {
+            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+            OutboxRecord::decode(&v).map_err(|e| self.corrupt(super::STATE, &k, e.0))?;
+        }
+        let last_ledger = self.next_ledger.saturating_sub(RECOVERY_SCAN as u64).max(1);
+        for r in self.ledger_from(1).take(RECOVERY_SCAN).chain(self.ledger_from(last_ledger)) {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// What remains in this store, counted from the first and last keys only (bounded time).
+    fn remains(&self) -> String {
+        let ends = |tree: &sled::Tree, prefix: &[u8]| -> Option<(u64, u64)> {
+            let num = |k: sled::IVec| {
+                k.strip_prefix(prefix)
+                    .and_then(|r| <[u8; 8]>::try_from(r).ok())
+                    .map(u64::from_be_bytes)
+            };
+            let mut keys = tree.scan_prefix(prefix).keys();
+            let first = num(keys.next()?.ok()?)?;
+            let last = keys.next_back().and_then(|k| k.ok()).and_then(num).unwrap_or(first);
+            Some((first, last))
+        };
+        let show = |what: &str, e: Option<(u64, u64)>| match e {
+            None => format!("no {what}"),
+            Some((a, b)) => format!("{what} {a}..={b} (at most {} records)", b - a + 1),
+        };
+        format!(
+            "{}; {}",
+            show("journal positions", ends(&self.journal, b"")),
+            show("outbox sequences", ends(&self.state, super::state::OUTBOX))
+        )
+    }
+}
+
+/// Opens `path` and runs the start-up check; a panic inside sled is an error too. The error is
+/// what went wrong and what the damaged store still held, in words.
+fn open_checked(path: &Path, opts: &StoreOptions) -> std::result::Result<Store, (String, String)> {
+    let unreadable = || "could not be read".to_string();
+    if path.exists() && !path.is_dir() {
+        return Err((format!("{} is not a directory", path.display()), unreadable()));
+    }
+    let opened = std::panic::catch_unwind(|| Store::open(path, opts.clone()));
+    match opened {
+        Err(panic) => {
+            Err((format!("sled panicked while opening: {}", panic_text(&panic)), unreadable()))
+        }
+        Ok(Err(e)) => Err((e.to_string(), unreadable())),
+        Ok(Ok(store)) => match store.startup_check() {
+            Ok(()) => Ok(store),
+            Err(e) => Err((e.to_string(), store.remains())),
+        },
+    }
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Steps 3 of the module documentation; returns what was done.
+fn replace_damaged(
+    path: &Path,
+    opts: &StoreOptions,
+    now_ms: i64,
+    what: String,
+    lost: String,
+) -> Result<Recovered> {
+    let moved_to = free_sibling(path, &format!("corrupt-{now_ms}"));
+    let fresh = sibling(path, "recovering");
+    failpoint!("store::recovery::before_fresh");
+    if fresh.exists() {
+        remove_any(&fresh).map_err(|e| give_up(path, "remove an old .recovering store", e))?;
+    }
+    let recovered = Recovered { what, moved_to: moved_to.clone(), lost };
+    {
+        let mut store = Store::open(&fresh, opts.clone())
+            .map_err(|e| give_up(path, "create the fresh store", e))?;
+        let entry = LedgerEntry::Recovery {
+            what: recovered.what.clone(),
+            moved_to: Some(moved_to.display().to_string()),
+            lost: recovered.lost.clone(),
+        };
+        store
+            .append_ledger(&[LedgerRecord::new(now_ms, entry)])
+            .map_err(|e| give_up(path, "write the recovery ledger record", e))?;
+    }
+    failpoint!("store::recovery::before_move_aside");
+    if path.exists() {
+        std::fs::rename(path, &moved_to)
+            .map_err(|e| give_up(path, format!("move it aside to {}", moved_to.display()), e))?;
+    }
+    failpoint!("store::recovery::before_move_in");
+    move_in(&fresh, path)?;
+    Ok(recovered)
+}
+
+/// Renames the fresh store into place and makes the rename durable.
+fn move_in(fresh: &Path, path: &Path) -> Result<()> {
+    std::fs::rename(fresh, path).map_err(|e| give_up(path, "move the fresh store in", e))?;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(parent)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| give_up(path, "fsync its parent directory", e))
+}
+
+/// `{path}.{suffix}`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{suffix}"));
+    PathBuf::from(s)
+}
+
+/// `{path}.{suffix}`, or with `-1`, `-2`, ... appended when that exists already.
+fn free_sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut candidate = sibling(path, suffix);
+    let mut n = 0;
+    while candidate.exists() || candidate.symlink_metadata().is_ok() {
+        n += 1;
+        candidate = sibling(path, &format!("{suffix}-{n}"));
+    }
+    candidate
+}
+
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    if p.is_dir() {
+        std::fs::remove_dir_all(p)
+    } else {
+        std::fs::remove_file(p)
+    }
+}
+
+fn give_up(path: &Path, step: impl Into<String>, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Recovery {
+        path: path.to_path_buf(),
+        what: format!("could not {}: {e}", step.into()),
+    }
+}

@@ -1,0 +1,382 @@
+//! The retention budget (`[store] max_bytes`): what the store's directory really occupies, and
+//! shedding the oldest raw sample frames when it is over.
+//!
+//! # What is measured
+//!
+//! [`Store::disk_usage`] sums every file under the database directory (`db`, `conf`, `snap.*`,
+//! `blobs/*`), each counted as the larger of its length and its allocated blocks. sled's own
+//! `Db::size_on_disk` counts only `db` and `blobs/`, by length: it leaves out the snapshot files
+//! (which hold the page table and grow with the number of pages), so it under-states what the SD
+//! card loses. The directory is "the sled database and nothing else" (CONTRACTS section 9).
+//!
+//! # What makes the size go down (sled 0.34.7)
+//!
+//! sled is a log of segments (512 KiB by default). Removing keys does not shrink the file: a
+//! segment whose live data drops to half or less is drained (its live pages rewritten at the tip)
+//! and, once empty, goes on a free list; new writes fill free segments **before** the file grows.
+//! The file is truncated only when its trailing segments are free, and sled starts relocating the
+//! tip only when at least half of its segments are free. So after a shed the size on disk mostly
+//! stays where it was while the freed space is reused; it drops only after large sheds.
+//!
+//! The budget is therefore kept with hysteresis, not by waiting for the size to fall:
+//! - a shed starts when the size is over `max_bytes` **and** has grown since the last shed (the
+//!   size seen at the last shed is `n/shed_size` in tree `state`, durable across restarts), so a
+//!   file that stays large while sled reuses the freed space does not trigger shed after shed;
+//! - it sheds the fraction `(size - low_water) / size` of the sheddable frames, oldest first, with
+//!   `low_water = max_bytes * 3 / 4` ([`low_water`], [`shed_count`]). A fraction rather than a byte
+//!   count, because sled's files hold live data times a space amplification that is large with
+//!   12.8 KB frames (leaves of up to 17 values exceed sled's 128 KiB blob threshold, and each
+//!   consolidation writes a leaf anew) and not known cheaply;
+//! - the file then stops growing until the freed space is used up; when it grows again, the next
+//!   shed starts. In steady state the size stays near `max_bytes` plus a segment or two (the
+//!   figures are in the README's "Store performance").
+//!
+//! # One shed, step by step
+//!
+//! Oldest first means lowest outbox sequence first. Only [`OutboxRecord::Samples`] are shed, never
+//! events, alerts or gaps, and not those `protect` names as alert evidence. Per batch of at most
+//! [`SHED_BATCH`] frames:
+//! 1. one `Batch` on tree `state`: remove the outbox entries; add one [`OutboxRecord::Gap`] (reason
+//!    `"shed"`, [`GapRange::Samples`]) per contiguous run of shed frames of one sensor, and one
+//!    [`LedgerEntry::Shed`] naming it; set `n/outbox_next`, `n/ledger_next`, `n/shed_size`; commit;
+//! 2. remove the journal records the shed frames referenced (all covered by the last checkpoint,
+//!    since outbox records are only written by checkpoints); commit.
+//!
+//! A crash between 1 and 2 leaves journal records no outbox entry references; they lie below the
+//! checkpoint, so the pipeline's next [`Store::truncate_journal_before`] removes them
+//! (`tests/store_retention.rs` proves it). Failpoints: `store::shed::before_apply`,
+//! `store::shed::after_apply` (applied, not yet committed), `store::shed::before_journal_remove`,
+//! `store::shed::after_journal_remove` (removed, not yet committed).
+
+use std::path::Path;
+
+use super::state::{outbox_key, OUTBOX, OUTBOX_NEXT};
+use super::{decode_u64, failpoint, Result, Store, StoreError, STATE};
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::outbox::{GapNotice, GapRange, OutboxRecord};
+
+/// `n/shed_size` in tree `state`: u64 BE, the size on disk seen when the last shed started.
+pub(super) const SHED_SIZE: &[u8] = b"n/shed_size";
+
+/// Bytes per raw sample counted in [`ShedReport::bytes`] and the ledger (an f32).
+const SAMPLE_BYTES: u64 = 4;
+
+/// At most this many frames are shed in one atomic batch (bounds the batch's memory).
+pub const SHED_BATCH: usize = 4096;
+
+/// The size a shed aims for: three quarters of the budget.
+pub fn low_water(max_bytes: u64) -> u64 {
+    max_bytes - max_bytes / 4
+}
+
+/// Says whether raw samples of `machine`/`sensor` in `[from_ms, to_ms)` are alert evidence that
+/// must be kept.
+pub type Protect<'a> = &'a dyn Fn(&str, &str, i64, i64) -> bool;
+
+/// What a call of [`Store::shed_to_budget`] did.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ShedReport {
+    /// The directory's size when the call started ([`Store::disk_usage`]).
+    pub size_before: u64,
+    /// The size when it returned: sled gives space back late, so this is often unchanged.
+    pub size_after: u64,
+    /// False when the size was within budget or had not grown since the last shed.
+    pub triggered: bool,
+    /// Frames (outbox `Samples` entries) shed.
+    pub frames: u64,
+    /// Raw-sample bytes those frames carried (samples × 4, an f32 each; the journal records'
+    /// own sizes are not read, which would read every shed byte back from disk).
+    pub bytes: u64,
+    /// Samples frames kept because `protect` named them.
+    pub protected: u64,
+    /// Gap notices declared, in outbox order.
+    pub gaps: Vec<GapNotice>,
+    /// True when the shed took every frame it was allowed to (the budget may still be missed:
+    /// events, alerts and protected frames are never shed).
+    pub exhausted: bool,
+}
+
+/// A Samples frame chosen for shedding.
+struct Victim {
+    outbox_seq: u64,
+    machine: String,
+    sensor: String,
+    journal_pos: u64,
+    from_ms: i64,
+    to_ms: i64,
+    bytes: u64,
+}
+
+/// A contiguous run of shed frames of one sensor: becomes one gap.
+struct Run {
+    machine: String,
+    sensor: String,
+    from_ms: i64,
+    to_ms: i64,
+    positions: Vec<u64>,
+    bytes: u64,
+}
+
+impl Store {
+    /// Bytes the database directory occupies: see the module documentation.
+    pub fn disk_usage(&self) -> Result<u64> {
+        dir_usage(&self.path).map_err(|(file, source)| StoreError::Usage {
+            path: self.path.clone(),
+            file,
+            source,
+        })
+    }
+
+    /// Keeps the store within `max_bytes` by shedding the oldest raw sample frames: see the module
+    /// documentation. `now_ms` stamps the gap notices and ledger records.
+    pub fn shed_to_budget(
+        &mut self,
+        max_bytes: u64,
+        now_ms: i64,
+        protect: Protect<'_>,
+    ) -> Result<ShedReport> {
+        self.usable()?;
+        let r = self.shed_to_budget_inner(max_bytes, now_ms, protect);
+        self.poison_on_error(r)
+    }
+
+    fn shed_to_budget_inner(
+        &mut self,
+        max_bytes: u64,
+        now_ms: i64,
+        protect: Protect<'_>,
+    ) -> Result<ShedReport> {
+        let size_before = self.disk_usage()?;
+        let mut report =
+            ShedReport { size_before, size_after: size_before, ..ShedReport::default() };
+        let last_shed_size = self.last_shed_size()?;
+        if size_before <= max_bytes || last_shed_size.is_some_and(|s| size_before <= s) {
+            return Ok(report);
+        }
+        report.triggered = true;
+        let (sheddable, protected) = self.count_sheddable(protect)?;
+        report.protected = protected;
+        let want = shed_count(sheddable, size_before, low_water(max_bytes));
+        report.exhausted = want >= sheddable;
+        let mut from_seq = 0;
+        while report.frames < want {
+            let (victims, next) = self.pick_victims(from_seq, want - report.frames, protect)?;
+            if victims.is_empty() {
+                break;
+            }
+            from_seq = next;
+            self.shed_batch(&victims, now_ms, size_before, &mut report)?;
+        }
+        report.size_after = self.disk_usage()?;
+        Ok(report)
+    }
+
+    /// Samples frames in the outbox that `protect` does not name, and those it names.
+    fn count_sheddable(&self, protect: Protect<'_>) -> Result<(u64, u64)> {
+        let (mut sheddable, mut protected) = (0, 0);
+        for kv in self.state.scan_prefix(OUTBOX) {
+            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+            let rec = OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &k, e.0))?;
+            if let OutboxRecord::Samples { machine, sensor, t0_ms, rate_hz, n, .. } = rec {
+                let to_ms = t0_ms.saturating_add(frame_span_ms(n, rate_hz));
+                if protect(&machine, &sensor, t0_ms, to_ms) {
+                    protected += 1;
+                } else {
+                    sheddable += 1;
+                }
+            }
+        }
+        Ok((sheddable, protected))
+    }
+
+    /// The size seen when the last shed started, if there was one.
+    fn last_shed_size(&self) -> Result<Option<u64>> {
+        match self.state.get(SHED_SIZE).map_err(self.sled_err("read n/shed_size"))? {
+            None => Ok(None),
+            Some(v) => decode_u64(&self.path, STATE, SHED_SIZE, &v).map(Some),
+        }
+    }
+
+    /// The oldest unprotected Samples frames with outbox sequence `>= from_seq`, at most `want`
+    /// and at most [`SHED_BATCH`]. Returns them and the sequence to continue from.
+    fn pick_victims(
+        &self,
+        from_seq: u64,
+        want: u64,
+        protect: Protect<'_>,
+    ) -> Result<(Vec<Victim>, u64)> {
+        let (mut victims, mut next) = (Vec::new(), from_seq);
+        let limit = usize::try_from(want).unwrap_or(usize::MAX).min(SHED_BATCH);
+        for kv in self.state.range(outbox_key(from_seq)..outbox_key(u64::MAX)) {
+            if victims.len() >= limit {
+                break;
+            }
+            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+            let seq = k
+                .strip_prefix(OUTBOX)
+                .and_then(|r| <[u8; 8]>::try_from(r).ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| self.corrupt(STATE, &k, "outbox key is not o/ + 8 bytes"))?;
+            next = seq + 1;
+            let rec = OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &k, e.0))?;
+            let OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n } = rec
+            else {
+                continue;
+            };
+            let to_ms = t0_ms.saturating_add(frame_span_ms(n, rate_hz));
+            if protect(&machine, &sensor, t0_ms, to_ms) {
+                continue;
+            }
+            let bytes = u64::from(n) * SAMPLE_BYTES;
+            victims.push(Victim {
+                outbox_seq: seq,
+                machine,
+                sensor,
+                journal_pos,
+                from_ms: t0_ms,
+                to_ms,
+                bytes,
+            });
+        }
+        Ok((victims, next))
+    }
+
+    /// Sheds `victims` atomically (step 1), then removes their journal records (step 2).
+    fn shed_batch(
+        &mut self,
+        victims: &[Victim],
+        now_ms: i64,
+        size_before: u64,
+        report: &mut ShedReport,
+    ) -> Result<()> {
+        let runs = runs_of(victims);
+        let mut batch = sled::Batch::default();
+        for v in victims {
+            batch.remove(&outbox_key(v.outbox_seq));
+        }
+        let mut outbox_seq = self.next_outbox;
+        let mut ledger = Vec::with_capacity(runs.len());
+        let mut gaps = Vec::with_capacity(runs.len());
+        for run in runs.iter() {
+            let gap = GapNotice {
+                machine: run.machine.clone(),
+                sensor: run.sensor.clone(),
+                range: GapRange::Samples { from_ms: run.from_ms, to_ms: run.to_ms },
+                reason: "shed".into(),
+                declared_at_ms: now_ms,
+            };
+            batch.insert(&outbox_key(outbox_seq), OutboxRecord::Gap(gap.clone()).encode());
+            ledger.push(LedgerRecord::new(
+                now_ms,
+                LedgerEntry::Shed {
+                    gap: gap.clone(),
+                    journal_positions: run.positions.clone(),
+                    bytes: run.bytes,
+                    outbox_seq,
+                },
+            ));
+            gaps.push(gap);
+            outbox_seq += 1;
+        }
+        batch.insert(OUTBOX_NEXT, &outbox_seq.to_be_bytes());
+        batch.insert(SHED_SIZE, &size_before.to_be_bytes());
+        let next_ledger = self.batch_ledger(&mut batch, &ledger);
+        failpoint!("store::shed::before_apply");
+        self.state.apply_batch(batch).map_err(self.sled_err("apply shed batch to tree state"))?;
+        self.next_outbox = outbox_seq;
+        self.next_ledger = next_ledger;
+        failpoint!("store::shed::after_apply");
+        self.commit()?;
+        report.frames += victims.len() as u64;
+        report.bytes += victims.iter().map(|v| v.bytes).sum::<u64>();
+        report.gaps.extend(gaps);
+
+        failpoint!("store::shed::before_journal_remove");
+        let mut journal = sled::Batch::default();
+        for v in victims.iter().filter(|v| v.journal_pos <= self.checkpoint_pos) {
+            journal.remove(&v.journal_pos.to_be_bytes());
+        }
+        self.journal.apply_batch(journal).map_err(self.sled_err("remove shed journal records"))?;
+        failpoint!("store::shed::after_journal_remove");
+        self.commit()
+    }
+}
+
+/// How many of `sheddable` frames to shed to bring `size` down to `low`: the same fraction of
+/// them as of the size. sled's files hold live data times a space amplification that is not known
+/// cheaply, so the fraction (not a byte count) is what carries over; at least one frame.
+pub fn shed_count(sheddable: u64, size: u64, low: u64) -> u64 {
+    if sheddable == 0 || size <= low {
+        return 0;
+    }
+    let want = (u128::from(sheddable) * u128::from(size - low)).div_ceil(u128::from(size));
+    u64::try_from(want).unwrap_or(sheddable).clamp(1, sheddable)
+}
+
+/// Groups victims (in outbox order) into runs: a frame extends its sensor's open run when it
+/// starts at or after the run's end; otherwise (out of order) it starts a new run. A protected
+/// frame is never in `victims`, so it never lies inside a run's range unless frames overlap.
+fn runs_of(victims: &[Victim]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    // Index in `runs` of each sensor's open run.
+    let mut open: Vec<((String, String), usize)> = Vec::new();
+    for v in victims {
+        let key = (v.machine.clone(), v.sensor.clone());
+        let slot = open.iter().position(|(k, _)| *k == key);
+        if let Some(i) = slot.map(|s| open[s].1).filter(|&i| v.from_ms >= runs[i].to_ms) {
+            let run = &mut runs[i];
+            run.to_ms = v.to_ms;
+            run.positions.push(v.journal_pos);
+            run.bytes += v.bytes;
+            continue;
+        }
+        runs.push(Run {
+            machine: v.machine.clone(),
+            sensor: v.sensor.clone(),
+            from_ms: v.from_ms,
+            to_ms: v.to_ms,
+            positions: vec![v.journal_pos],
+            bytes: v.bytes,
+        });
+        match slot {
+            Some(s) => open[s].1 = runs.len() - 1,
+            None => open.push((key, runs.len() - 1)),
+        }
+    }
+    runs
+}
+
+/// The event-time span of `n` samples at `rate_hz`, rounded up to whole milliseconds (0 for a
+/// rate that is not positive and finite).
+pub fn frame_span_ms(n: u32, rate_hz: f64) -> i64 {
+    if !(rate_hz.is_finite() && rate_hz > 0.0) {
+        return 0;
+    }
+    // At most u32::MAX * 1000 / a tiny rate: saturates in the cast, which is fine for a range end.
+    (f64::from(n) * 1000.0 / rate_hz).ceil() as i64
+}
+
+/// Bytes under `dir`: every file, the larger of its length and its allocated blocks.
+pub(super) fn dir_usage(
+    dir: &Path,
+) -> std::result::Result<u64, (std::path::PathBuf, std::io::Error)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0u64;
+    let entries = std::fs::read_dir(dir).map_err(|e| (dir.to_path_buf(), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| (dir.to_path_buf(), e))?;
+        let path = entry.path();
+        // A blob file sled removes in the background can vanish between listing and stat.
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err((path, e)),
+        };
+        if meta.is_dir() {
+            total += dir_usage(&path)?;
+        } else {
+            total += meta.len().max(meta.blocks() * 512);
+        }
+    }
+    Ok(total)
+}
