@@ -139,11 +139,20 @@ impl Default for TimeConfig {
 pub struct StoreConfig {
     /// The store's directory; non-empty.
     pub path: PathBuf,
+    /// Group commit: journal appends are made durable at least this often (`commit_interval`,
+    /// default 100 ms; > 0) ...
+    pub commit_interval_ms: i64,
+    /// ... or every this many records (`commit_records`, default 1000; >= 1), whichever first.
+    pub commit_records: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { path: PathBuf::from("/var/lib/linegate") }
+        StoreConfig {
+            path: PathBuf::from("/var/lib/linegate"),
+            commit_interval_ms: 100,
+            commit_records: 1000,
+        }
     }
 }
 
@@ -456,11 +465,25 @@ impl Ctx<'_> {
     }
 
     fn validate_store(&self, raw: RawStore) -> Result<StoreConfig> {
-        match raw.path {
-            None => Ok(StoreConfig::default()),
-            Some(p) if p.is_empty() => Err(self.err("store.path", "must not be empty")),
-            Some(p) => Ok(StoreConfig { path: PathBuf::from(p) }),
+        let d = StoreConfig::default();
+        let path = match raw.path {
+            None => d.path,
+            Some(p) if p.is_empty() => return Err(self.err("store.path", "must not be empty")),
+            Some(p) => PathBuf::from(p),
+        };
+        let commit_interval_ms =
+            self.duration("store.commit_interval", raw.commit_interval.as_deref(), 100)?;
+        if commit_interval_ms <= 0 {
+            return Err(self.err("store.commit_interval", "must be longer than 0 ms"));
         }
+        let commit_records = match raw.commit_records {
+            None => d.commit_records,
+            Some(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+            Some(n) => {
+                return Err(self.err("store.commit_records", format!("must be >= 1, got {n}")))
+            }
+        };
+        Ok(StoreConfig { path, commit_interval_ms, commit_records })
     }
 
     fn validate_mqtt(&self, raw: RawMqtt) -> Result<MqttConfig> {

@@ -64,6 +64,8 @@ pub(super) struct RawTime {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStore {
     pub(super) path: Option<String>,
+    pub(super) commit_interval: Option<String>,
+    pub(super) commit_records: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -98,7 +98,11 @@ fn contract_example_parses_exactly() {
             auto_bound_max_ms: 60_000,
             auto_bound_quantile: 0.99,
         },
-        store: StoreConfig { path: PathBuf::from("/var/lib/linegate") },
+        store: StoreConfig {
+            path: PathBuf::from("/var/lib/linegate"),
+            commit_interval_ms: 100,
+            commit_records: 1000,
+        },
         mqtt: MqttConfig { host: "127.0.0.1".into(), port: 1883, prefix: "linegate".into() },
         metrics: MetricsConfig { listen: "127.0.0.1:9898".into() },
         source: vec![SourceConfig::Trace(TraceSource {
@@ -273,6 +277,8 @@ fn impossible_values_are_rejected() {
     assert_err(with("[mqtt]\nhost = \"\"\n"), "mqtt.host", &["non-empty"]);
     assert_err(with("[metrics]\nlisten = \"localhost\"\n"), "metrics.listen", &["\"localhost\""]);
     assert_err(with("[store]\npath = \"\"\n"), "store.path", &["empty"]);
+    assert_err(with("[store]\ncommit_interval = \"0s\"\n"), "store.commit_interval", &["0 ms"]);
+    assert_err(with("[store]\ncommit_records = 0\n"), "store.commit_records", &[">= 1"]);
 }
 
 #[test]

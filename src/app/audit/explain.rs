@@ -1,0 +1,126 @@
+//! `linegate explain ALERT_ID`: every revision of the alert (from the archive), its evidence
+//! events with their raw-sample references, and every ledger transition concerning them:
+//! accepted, duplicate, the alert records themselves, published, acknowledged, and shed or
+//! declared gaps of the evidence sensors.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::AuditError;
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::rule::alert::{AlertRecord, EvidenceItem};
+use crate::store::archive::alert_prefix;
+use crate::store::Store;
+
+/// What `explain` prints.
+#[derive(Debug, Serialize)]
+pub struct Explanation {
+    pub alert_id: String,
+    pub revisions: Vec<AlertRecord>,
+    /// The evidence of the latest revision (each with its raw-sample reference).
+    pub evidence: Vec<EvidenceItem>,
+    /// Ids in `also` of the latest revision.
+    pub also: Vec<String>,
+    /// `(ledger sequence, record)` of every transition concerning the alert or its events.
+    pub transitions: Vec<(u64, LedgerRecord)>,
+}
+
+/// Assembles the explanation from the alert's revisions (in order) and the whole ledger.
+pub fn assemble(
+    alert_id: &str,
+    revisions: Vec<AlertRecord>,
+    ledger: &[(u64, LedgerRecord)],
+) -> Explanation {
+    let latest = revisions.last();
+    let evidence = latest.map(|a| a.evidence.clone()).unwrap_or_default();
+    let also = latest.map(|a| a.also.clone()).unwrap_or_default();
+    let events: BTreeSet<&str> = revisions
+        .iter()
+        .flat_map(|a| {
+            a.evidence.iter().map(|e| e.event_id.as_str()).chain(a.also.iter().map(String::as_str))
+        })
+        .collect();
+    let sensors: BTreeSet<&str> = evidence.iter().map(|e| e.sensor.as_str()).collect();
+    let mut outbox = BTreeSet::new();
+    let mut transitions = Vec::new();
+    for (seq, r) in ledger {
+        let hit = match &r.entry {
+            LedgerEntry::Accepted { event_id, outbox_seq, .. }
+                if events.contains(event_id.as_str()) =>
+            {
+                outbox.insert(*outbox_seq);
+                true
+            }
+            LedgerEntry::Duplicate { event_id, .. } => events.contains(event_id.as_str()),
+            LedgerEntry::Alert { alert_id: a, outbox_seq, .. } if a == alert_id => {
+                outbox.insert(*outbox_seq);
+                true
+            }
+            LedgerEntry::Published { outbox_seqs } | LedgerEntry::Acknowledged { outbox_seqs } => {
+                outbox_seqs.iter().any(|s| outbox.contains(s))
+            }
+            LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => {
+                sensors.contains(gap.sensor.as_str())
+            }
+            _ => false,
+        };
+        if hit {
+            transitions.push((*seq, r.clone()));
+        }
+    }
+    Explanation { alert_id: alert_id.to_string(), revisions, evidence, also, transitions }
+}
+
+/// `linegate explain`: `Ok(false)` (exit 1) when the alert is unknown.
+pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, AuditError> {
+    let mut revisions = Vec::new();
+    for r in store.archive_scan(&alert_prefix(alert_id)) {
+        let (k, v) = r?;
+        let a: AlertRecord = serde_json::from_slice(&v).map_err(|e| AuditError::Decode {
+            what: "archived alert",
+            key: k.escape_ascii().to_string(),
+            why: e.to_string(),
+        })?;
+        revisions.push(a);
+    }
+    if revisions.is_empty() {
+        return Err(AuditError::NotFound(format!("no alert {alert_id} in the archive")));
+    }
+    let ledger = super::ledger(store)?;
+    let x = assemble(alert_id, revisions, &ledger);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&x).map_err(std::io::Error::other)?;
+        writeln!(out, "{text}")?;
+        return Ok(true);
+    }
+    writeln!(out, "alert {} ({} revision(s))", x.alert_id, x.revisions.len())?;
+    for a in &x.revisions {
+        writeln!(
+            out,
+            "  revision {} {:?}: machine {}, onset {}, end {:?}, caused by {:?}, decided at {}",
+            a.revision, a.kind, a.machine, a.onset_ms, a.end_ms, a.caused_by, a.decided_at_ms
+        )?;
+    }
+    writeln!(out, "evidence")?;
+    for e in &x.evidence {
+        let samples = e.samples.map_or("no raw samples".to_string(), |s| {
+            format!("raw samples block {} [{}, {}) ms", s.block_seq, s.from_ms, s.to_ms)
+        });
+        writeln!(
+            out,
+            "  {} {}#{} ts {} value {} ({samples})",
+            e.event_id, e.sensor, e.seq, e.ts_ms, e.value
+        )?;
+    }
+    if !x.also.is_empty() {
+        writeln!(out, "also: {}", x.also.join(", "))?;
+    }
+    writeln!(out, "transitions")?;
+    for (seq, r) in &x.transitions {
+        writeln!(out, "  #{seq} at {}: {:?}", r.at_ms, r.entry)?;
+    }
+    Ok(true)
+}
