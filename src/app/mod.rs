@@ -156,7 +156,8 @@ pub async fn run(
         Some(f) => f.await.map_err(AppError::from).and_then(|r| r),
         None => Ok(()),
     };
-    ingest_result.and(decided).and(forwarded)
+    // The decide stage's own error explains an ingest task's `StageGone`: report it first.
+    decided.and(ingest_result).and(forwarded)
 }
 
 /// On a store that holds anything, ledgers a `Restart`. Returns the journal position this start
