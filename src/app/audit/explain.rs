@@ -124,3 +124,68 @@ pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, Au
     }
     Ok(true)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::ledger::Acceptance;
+
+    fn alert(revision: u32, evidence: &[&str]) -> AlertRecord {
+        let ev = |id: &str| {
+            serde_json::json!({"event_id": id, "sensor": "s1", "seq": 1, "ts_ms": 5, "value": 0.7,
+                "unit": "g", "quality": "good", "clock": {"state": "synced", "err_ms": 2},
+                "samples": {"block_seq": 3, "from_ms": 0, "to_ms": 1000}})
+        };
+        serde_json::from_value(serde_json::json!({
+            "alert_id": "a1", "revision": revision, "kind": "open", "machine": "m", "rule": "r",
+            "onset_ms": 0, "end_ms": null, "evidence": evidence.iter().map(|e| ev(e)).collect::<Vec<_>>(),
+            "also": [], "superseded_by": null, "caused_by": null, "watermark_ms": 0,
+            "decided_at_ms": 9, "provisional": false
+        }))
+        .unwrap()
+    }
+
+    fn accepted(id: &str, outbox_seq: u64) -> LedgerEntry {
+        LedgerEntry::Accepted {
+            event_id: id.into(),
+            machine: "m".into(),
+            sensor: "s1".into(),
+            seq: 1,
+            ts_ms: 5,
+            how: Acceptance::Applied,
+            journal_pos: 1,
+            outbox_seq,
+        }
+    }
+
+    #[test]
+    fn gathers_revisions_evidence_and_their_transitions_only() {
+        let a = |e| LedgerRecord::new(1, e);
+        let ledger: Vec<(u64, LedgerRecord)> = [
+            a(accepted("e1", 1)),
+            a(accepted("other", 2)),
+            a(accepted("e2", 3)),
+            a(LedgerEntry::Alert {
+                alert_id: "a1".into(),
+                revision: 0,
+                alert_kind: "open".into(),
+                machine: "m".into(),
+                caused_by: Some("e2".into()),
+                outbox_seq: 4,
+            }),
+            a(LedgerEntry::Published { outbox_seqs: vec![2] }),
+            a(LedgerEntry::Acknowledged { outbox_seqs: vec![3, 4] }),
+            a(LedgerEntry::Duplicate { event_id: "e1".into(), journal_pos: 9 }),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i as u64 + 1, r))
+        .collect();
+        let x = assemble("a1", vec![alert(0, &["e1", "e2"])], &ledger);
+        let seqs: Vec<u64> = x.transitions.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, vec![1, 3, 4, 6, 7]);
+        assert_eq!(x.evidence.len(), 2);
+        assert_eq!(x.evidence[0].samples.unwrap().block_seq, 3);
+    }
+}
