@@ -5,6 +5,10 @@
 //! For each line: ingest time advances to its `at` (stalled sensors' open frames are flushed and
 //! decided at the ingest time each became due, in that order); then what the line carries is
 //! decided. A rejected line whose `at` can be read still advances ingest time.
+//!
+//! With [`Decider::reporting`] it also reports, per event decided (received or derived), what
+//! the ledger and the outbox need: [`Outcome`]s, taken with [`Decider::take_outcomes`]. `replay`
+//! does not ask for them, so its output and speed do not change.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::event::{Event, Metric};
+use crate::ledger::Acceptance;
 use crate::quarantine::{Reason, Rejection};
 use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};
@@ -46,6 +51,14 @@ pub struct Counts {
     pub peak_state: u64,
 }
 
+/// What happened to one event that was not rejected (rejections are returned by
+/// [`Decider::line`] or [`Decider::take_rejected_derived`]). `derived`: cut from raw samples.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Accepted { event: Event, how: Acceptance, derived: bool },
+    Duplicate { event_id: String, derived: bool },
+}
+
 #[derive(Debug, Clone)]
 pub struct Decider {
     engine: Engine,
@@ -55,6 +68,8 @@ pub struct Decider {
     derived: Vec<Event>,
     /// Derived events the rule rejected since the last `take_rejected_derived`.
     rejected_derived: Vec<(Event, Rejection)>,
+    /// Outcomes since the last `take_outcomes`, when reporting.
+    outcomes: Option<Vec<Outcome>>,
 }
 
 /// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
@@ -92,7 +107,19 @@ impl Decider {
             now: i64::MIN,
             derived: Vec::new(),
             rejected_derived: Vec::new(),
+            outcomes: None,
         }
+    }
+
+    /// This decider, reporting an [`Outcome`] for every event it decides from now on.
+    pub fn reporting(mut self) -> Self {
+        self.outcomes = Some(Vec::new());
+        self
+    }
+
+    /// The outcomes since the last call (empty unless [`Decider::reporting`]).
+    pub fn take_outcomes(&mut self) -> Vec<Outcome> {
+        self.outcomes.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     pub fn snapshot(&self) -> Vec<u8> {
@@ -113,6 +140,7 @@ impl Decider {
             now: s.now,
             derived: Vec::new(),
             rejected_derived: Vec::new(),
+            outcomes: None,
         })
     }
 
@@ -180,7 +208,7 @@ impl Decider {
             }
             Arrival::Event(ev) => {
                 self.counts.events_received += 1;
-                self.decide(ev, alerts).map_err(|why| (Some(at), why))?;
+                self.decide(ev, false, alerts).map_err(|why| (Some(at), why))?;
             }
             Arrival::Samples(rec) => {
                 self.counts.samples_records += 1;
@@ -209,7 +237,7 @@ impl Decider {
     fn decide_derived(&mut self, derived: &mut Vec<Event>, alerts: &mut Vec<AlertRecord>) {
         for ev in derived.drain(..) {
             self.counts.events_derived += 1;
-            if let Err(why) = self.decide(&ev, alerts) {
+            if let Err(why) = self.decide(&ev, true, alerts) {
                 // Derived events are well formed by construction; a rejection here is a clock
                 // problem (clock_future) or an id conflict: counted and kept like any other.
                 self.count_rejection(&why);
@@ -218,20 +246,39 @@ impl Decider {
         }
     }
 
-    fn decide(&mut self, ev: &Event, alerts: &mut Vec<AlertRecord>) -> Result<(), Rejection> {
+    fn decide(
+        &mut self,
+        ev: &Event,
+        derived: bool,
+        alerts: &mut Vec<AlertRecord>,
+    ) -> Result<(), Rejection> {
         let c = &mut self.counts;
-        match self.engine.on_event(self.now, ev, alerts) {
-            Verdict::Applied => c.accepted += 1,
+        let how = match self.engine.on_event(self.now, ev, alerts) {
+            Verdict::Applied => {
+                c.accepted += 1;
+                Acceptance::Applied
+            }
             Verdict::LateApplied => {
                 c.accepted += 1;
                 c.late_applied += 1;
+                Acceptance::LateApplied
             }
             Verdict::TooLate => {
                 c.accepted += 1;
                 c.too_late += 1;
+                Acceptance::TooLate
             }
-            Verdict::Duplicate => c.duplicates += 1,
+            Verdict::Duplicate => {
+                c.duplicates += 1;
+                if let Some(out) = self.outcomes.as_mut() {
+                    out.push(Outcome::Duplicate { event_id: ev.event_id.clone(), derived });
+                }
+                return Ok(());
+            }
             Verdict::Rejected(why) => return Err(why),
+        };
+        if let Some(out) = self.outcomes.as_mut() {
+            out.push(Outcome::Accepted { event: ev.clone(), how, derived });
         }
         Ok(())
     }
@@ -241,7 +288,8 @@ impl Decider {
     }
 }
 
-fn kind_name(k: AlertKind) -> &'static str {
+/// The alert kind as written in summaries and the ledger.
+pub fn kind_name(k: AlertKind) -> &'static str {
     match k {
         AlertKind::Open => "open",
         AlertKind::Amend => "amend",

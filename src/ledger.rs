@@ -53,6 +53,10 @@ pub enum LedgerEntry {
     Duplicate { event_id: String, journal_pos: u64 },
     /// A rejected record, kept in quarantine under `quarantine_key` with its reason.
     Quarantined { reason: String, journal_pos: u64, quarantine_key: u64 },
+    /// Quarantined record `quarantine_key` was re-ingested as journal record `journal_pos`.
+    Released { quarantine_key: u64, journal_pos: u64 },
+    /// Quarantined record `quarantine_key` was dropped by an operator.
+    Dropped { quarantine_key: u64 },
     /// An alert record was produced (`open`, `amend`, `close`, `supersede`).
     Alert {
         alert_id: String,

@@ -15,6 +15,7 @@
     clippy::unimplemented
 )]
 
+pub mod app;
 pub mod clock;
 pub mod config;
 pub mod decide;

@@ -36,15 +36,85 @@ enum Command {
     },
     /// Check a configuration file and print what it means.
     CheckConfig { config: PathBuf },
+    /// Run the durable pipeline: sources → journal → decide → outbox (→ forwarder).
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+        /// Stop once every source is at its end and everything is decided and checkpointed.
+        #[arg(long)]
+        exit_at_end: bool,
+        /// Keep outbox records queued (no forwarder).
+        #[arg(long, conflicts_with = "forward")]
+        no_forward: bool,
+        /// `local-ack`: acknowledge every outbox record in-process (tests, demos).
+        #[arg(long)]
+        forward: Option<String>,
+    },
+    /// Quarantined records: list, show, release (re-ingest) or drop them.
+    Quarantine {
+        #[command(subcommand)]
+        action: linegate::app::audit::quarantine::Action,
+        #[arg(long, global = true)]
+        config: Option<PathBuf>,
+    },
+    /// An alert: every revision, its evidence events, their raw samples and every transition.
+    Explain {
+        alert_id: String,
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prove from the ledger that nothing accepted was lost; non-zero exit when something is
+    /// unaccounted for.
+    Reconcile {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Queue depths, journal positions, ledger length, quarantine count, size on disk.
+    Inspect {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the ledger, or the archived alert records, as JSON Lines.
+    Dump {
+        /// `ledger` or `alerts`.
+        what: String,
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(feature = "failpoints")]
+    let _scenario = kill_at::setup();
     let result = match cli.command {
         Command::Replay { trace, config, out, summary, rejected } => {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
         Command::CheckConfig { config } => check_config(&config),
+        Command::Run { config, exit_at_end, no_forward, forward } => {
+            run(&config, exit_at_end, no_forward, forward.as_deref())
+        }
+        Command::Quarantine { action, config } => match config {
+            None => Err("quarantine needs --config FILE".into()),
+            Some(c) => audit(&c, |store| action.run(store)),
+        },
+        Command::Explain { alert_id, config, json } => {
+            audit(&config, |store| linegate::app::audit::explain::explain(store, &alert_id, json))
+        }
+        Command::Reconcile { config, json } => reconcile(&config, json),
+        Command::Inspect { config, json } => {
+            audit(&config, |store| linegate::app::audit::inspect::inspect(store, json))
+        }
+        Command::Dump { what, config } => {
+            audit(&config, |store| linegate::app::audit::dump(store, &what))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -56,6 +126,88 @@ fn main() -> ExitCode {
 }
 
 type Error = Box<dyn std::error::Error>;
+
+/// `linegate run`: a tokio runtime around `linegate::app::run`, stopped by SIGTERM or SIGINT.
+fn run(
+    config: &Path,
+    exit_at_end: bool,
+    no_forward: bool,
+    forward: Option<&str>,
+) -> Result<(), Error> {
+    let config = Config::load(config)?;
+    let forward = match (no_forward, forward) {
+        (true, _) | (false, None) => None,
+        (false, Some("local-ack")) => Some(linegate::app::forward::local_ack()),
+        (false, Some(other)) => {
+            return Err(format!("--forward {other:?}: the only forwarder is local-ack").into())
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LINEGATE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let opts = linegate::app::RunOptions { exit_at_end, forward, ..Default::default() };
+    rt.block_on(linegate::app::run(config, opts, linegate::app::shutdown_signal()))?;
+    Ok(())
+}
+
+fn reconcile(config: &Path, json: bool) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    audit(config, |store| linegate::app::audit::reconcile::reconcile(store, &c, json))
+}
+
+/// Runs an audit command on the store named by the configuration; exit code 1 on `Ok(false)`.
+fn audit(
+    config: &Path,
+    f: impl FnOnce(&mut linegate::store::Store) -> Result<bool, linegate::app::audit::AuditError>,
+) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    let mut store = linegate::app::audit::open(&c.store.path)?;
+    if f(&mut store)? {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}
+
+/// With the `failpoints` feature: `FAILPOINTS` configures failpoints (the `fail` crate), and
+/// `LINEGATE_KILL_AT=point:nth` kills this process with SIGKILL at the nth hit of `point` (the
+/// crash tests).
+#[cfg(feature = "failpoints")]
+mod kill_at {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub(super) fn setup() -> fail::FailScenario<'static> {
+        let scenario = fail::FailScenario::setup();
+        if let Ok(spec) = std::env::var("LINEGATE_KILL_AT") {
+            let (point, nth) = spec.rsplit_once(':').unwrap_or((spec.as_str(), "1"));
+            let nth: u64 = nth.parse().unwrap_or(1);
+            let hits = AtomicU64::new(0);
+            let r = fail::cfg_callback(point.to_string(), move || {
+                if hits.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+                    kill_self();
+                }
+            });
+            if let Err(e) = r {
+                eprintln!("linegate: LINEGATE_KILL_AT={spec}: {e}");
+            }
+        }
+        scenario
+    }
+
+    /// SIGKILL to this process (through kill(1): no unsafe code), then wait for it.
+    fn kill_self() {
+        let pid = std::process::id().to_string();
+        let _ = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+        loop {
+            std::thread::park();
+        }
+    }
+}
 
 fn open(path: &Path) -> Result<File, Error> {
     File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()).into())

@@ -145,6 +145,11 @@ pub struct StoreConfig {
     pub max_bytes: u64,
     /// `cache`: sled's page cache in bytes (default 64 MiB; sled's own default is 1 GiB).
     pub cache_bytes: u64,
+    /// Group commit: journal appends are made durable at least this often (`commit_interval`,
+    /// default 100 ms; > 0) ...
+    pub commit_interval_ms: i64,
+    /// ... or every this many records (`commit_records`, default 1000; >= 1), whichever first.
+    pub commit_records: usize,
 }
 
 impl Default for StoreConfig {
@@ -153,6 +158,8 @@ impl Default for StoreConfig {
             path: PathBuf::from("/var/lib/linegate"),
             max_bytes: 4 << 30,
             cache_bytes: 64 << 20,
+            commit_interval_ms: 100,
+            commit_records: 1000,
         }
     }
 }
@@ -483,7 +490,19 @@ impl Ctx<'_> {
         // Below 1 MiB sled's own files (one segment is 512 KiB) would always be over budget.
         let max_bytes = size("store.max_bytes", raw.max_bytes, d.max_bytes, 1 << 20)?;
         let cache_bytes = size("store.cache", raw.cache, d.cache_bytes, 1 << 20)?;
-        Ok(StoreConfig { path, max_bytes, cache_bytes })
+        let commit_interval_ms =
+            self.duration("store.commit_interval", raw.commit_interval.as_deref(), 100)?;
+        if commit_interval_ms <= 0 {
+            return Err(self.err("store.commit_interval", "must be longer than 0 ms"));
+        }
+        let commit_records = match raw.commit_records {
+            None => d.commit_records,
+            Some(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+            Some(n) => {
+                return Err(self.err("store.commit_records", format!("must be >= 1, got {n}")))
+            }
+        };
+        Ok(StoreConfig { path, max_bytes, cache_bytes, commit_interval_ms, commit_records })
     }
 
     fn validate_mqtt(&self, raw: RawMqtt) -> Result<MqttConfig> {

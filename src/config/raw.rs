@@ -66,6 +66,8 @@ pub(super) struct RawStore {
     pub(super) path: Option<String>,
     pub(super) max_bytes: Option<toml::Value>,
     pub(super) cache: Option<toml::Value>,
+    pub(super) commit_interval: Option<String>,
+    pub(super) commit_records: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -273,6 +273,8 @@ fn impossible_values_are_rejected() {
     assert_err(with("[mqtt]\nhost = \"\"\n"), "mqtt.host", &["non-empty"]);
     assert_err(with("[metrics]\nlisten = \"localhost\"\n"), "metrics.listen", &["\"localhost\""]);
     assert_err(with("[store]\npath = \"\"\n"), "store.path", &["empty"]);
+    assert_err(with("[store]\ncommit_interval = \"0s\"\n"), "store.commit_interval", &["0 ms"]);
+    assert_err(with("[store]\ncommit_records = 0\n"), "store.commit_records", &[">= 1"]);
     assert_err(with("[store]\nmax_bytes = \"4 gigs\"\n"), "store.max_bytes", &["4 gigs"]);
     assert_err(with("[store]\nmax_bytes = 1000\n"), "store.max_bytes", &["below"]);
     assert_err(with("[store]\ncache = -5\n"), "store.cache", &["negative"]);

@@ -24,7 +24,12 @@ pub(crate) fn fsync_dir_files(dir: &Path) -> Result<(), (PathBuf, io::Error)> {
         if kind.is_dir() {
             fsync_dir_files(&path)?;
         } else if kind.is_file() {
-            File::open(&path).and_then(|f| f.sync_all()).map_err(|e| (path.clone(), e))?;
+            match File::open(&path).and_then(|f| f.sync_all()) {
+                // sled removed the file (an old blob) since the listing: nothing to sync; the
+                // directory's fsync below persists the removal.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                r => r.map_err(|e| (path.clone(), e))?,
+            }
         }
     }
     // On Linux a directory opened read-only can be fsynced; this persists its entries.

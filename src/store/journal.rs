@@ -1,4 +1,9 @@
 //! The journal: every arrival's raw line and ingest time, by position.
+//!
+//! Version 2 values also say where the record came from ([`Origin`]: the source and the byte
+//! offset just after its line), so a restart resumes a source right after its last journaled
+//! record: the offset becomes durable in the same write as the record. Version 1 values (no
+//! origin) are still read.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -7,34 +12,64 @@ use std::sync::atomic::Ordering;
 use super::{corrupt, failpoint, Result, Store, JOURNAL};
 
 const VERSION: u8 = 1;
+/// `[2][at: i64 BE][source: u16 BE][end_offset: u64 BE][line bytes]`.
+const VERSION_ORIGIN: u8 = 2;
 
-fn encode(at: i64, line: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(9 + line.len());
-    v.push(VERSION);
+/// Where a journal record came from: source `source` (its index in the configuration, or
+/// [`Origin::RELEASED`]), and the byte offset in that source just after the record's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub source: u16,
+    pub end_offset: u64,
+}
+
+impl Origin {
+    /// A record released from quarantine (no source position).
+    pub const RELEASED: u16 = u16::MAX;
+}
+
+/// One journal record with its origin (`None` for version-1 records and plain appends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalRecord {
+    pub pos: u64,
+    pub at: i64,
+    pub origin: Option<Origin>,
+    pub line: Vec<u8>,
+}
+
+fn encode(at: i64, origin: Option<Origin>, line: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(19 + line.len());
+    v.push(if origin.is_some() { VERSION_ORIGIN } else { VERSION });
     v.extend_from_slice(&at.to_be_bytes());
+    if let Some(o) = origin {
+        v.extend_from_slice(&o.source.to_be_bytes());
+        v.extend_from_slice(&o.end_offset.to_be_bytes());
+    }
     v.extend_from_slice(line);
     v
 }
 
-fn decode(path: &std::path::Path, key: &[u8], value: &[u8]) -> Result<(u64, i64, Vec<u8>)> {
+fn decode(path: &std::path::Path, key: &[u8], value: &[u8]) -> Result<JournalRecord> {
     let pos = <[u8; 8]>::try_from(key)
         .map(u64::from_be_bytes)
         .map_err(|_| corrupt(path, JOURNAL, key, "journal key is not 8 bytes"))?;
-    match value {
-        [VERSION, rest @ ..] if rest.len() >= 8 => {
-            let (at, line) = rest.split_at(8);
-            let at = i64::from_be_bytes(at.try_into().unwrap_or([0; 8]));
-            Ok((pos, at, line.to_vec()))
+    let short =
+        || corrupt(path, JOURNAL, key, format!("journal record too short ({} bytes)", value.len()));
+    let (version, rest) = value.split_first().ok_or_else(short)?;
+    let (at, rest) = rest.split_first_chunk::<8>().ok_or_else(short)?;
+    let at = i64::from_be_bytes(*at);
+    match *version {
+        VERSION => Ok(JournalRecord { pos, at, origin: None, line: rest.to_vec() }),
+        VERSION_ORIGIN => {
+            let (source, rest) = rest.split_first_chunk::<2>().ok_or_else(short)?;
+            let (end, line) = rest.split_first_chunk::<8>().ok_or_else(short)?;
+            let origin = Origin {
+                source: u16::from_be_bytes(*source),
+                end_offset: u64::from_be_bytes(*end),
+            };
+            Ok(JournalRecord { pos, at, origin: Some(origin), line: line.to_vec() })
         }
-        [v, ..] if *v != VERSION => {
-            Err(corrupt(path, JOURNAL, key, format!("unknown journal record version {v}")))
-        }
-        _ => Err(corrupt(
-            path,
-            JOURNAL,
-            key,
-            format!("journal record too short ({} bytes)", value.len()),
-        )),
+        v => Err(corrupt(path, JOURNAL, key, format!("unknown journal record version {v}"))),
     }
 }
 
@@ -43,16 +78,29 @@ impl Store {
     /// the next [`Store::commit`] (or another call that commits).
     pub fn append_journal(&mut self, records: &[(i64, Vec<u8>)]) -> Result<Range<u64>> {
         self.usable()?;
-        let r = self.append_journal_inner(records);
+        let r = self.append_journal_inner(records.iter().map(|(at, l)| (*at, None, &l[..])));
         self.poison_on_error(r)
     }
 
-    fn append_journal_inner(&mut self, records: &[(i64, Vec<u8>)]) -> Result<Range<u64>> {
+    /// [`Store::append_journal`] of records `(at, origin, line)` that say where they came from.
+    pub fn append_journal_from(
+        &mut self,
+        records: &[(i64, Origin, Vec<u8>)],
+    ) -> Result<Range<u64>> {
+        self.usable()?;
+        let r = self.append_journal_inner(records.iter().map(|(at, o, l)| (*at, Some(*o), &l[..])));
+        self.poison_on_error(r)
+    }
+
+    fn append_journal_inner<'a>(
+        &mut self,
+        records: impl Iterator<Item = (i64, Option<Origin>, &'a [u8])>,
+    ) -> Result<Range<u64>> {
         let first = self.next_journal;
         let mut batch = sled::Batch::default();
         let mut pos = first;
-        for (at, line) in records {
-            batch.insert(&pos.to_be_bytes(), encode(*at, line));
+        for (at, origin, line) in records {
+            batch.insert(&pos.to_be_bytes(), encode(at, origin, line));
             pos += 1;
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
@@ -76,6 +124,25 @@ impl Store {
 
     /// Journal records `(position, at, line)` from `pos` on, in order (truncated ones skipped).
     pub fn journal_from(&self, pos: u64) -> impl Iterator<Item = Result<(u64, i64, Vec<u8>)>> {
+        self.journal_records_from(pos).map(|r| r.map(|r| (r.pos, r.at, r.line)))
+    }
+
+    /// The byte offset after the last journaled record of source `source`, searching back from
+    /// the newest record (`None` when no record of it is left in the journal).
+    pub fn journal_last_offset(&self, source: u16) -> Result<Option<u64>> {
+        for kv in self.journal.range(self.journal_start.to_be_bytes()..).rev() {
+            let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
+            if let Some(o) = decode(&self.path, &k, &v)?.origin {
+                if o.source == source {
+                    return Ok(Some(o.end_offset));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Journal records from `pos` on, in order, with their origin (truncated ones skipped).
+    pub fn journal_records_from(&self, pos: u64) -> impl Iterator<Item = Result<JournalRecord>> {
         let path: PathBuf = self.path.clone();
         let from = pos.max(self.journal_start);
         let sled_path = self.path.clone();

@@ -7,7 +7,7 @@
 //!
 //! | tree | key | value |
 //! | --- | --- | --- |
-//! | `journal` | u64 journal position (from 1) | `[1][at: i64 BE][line bytes]` |
+//! | `journal` | u64 journal position (from 1) | `[1][at: i64 BE][line bytes]`, or `[2][at][source: u16 BE][end offset: u64 BE][line]` |
 //! | `state` | `c/` | the checkpoint: `[1][journal_pos: u64 BE][decider snapshot bytes]` |
 //! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given |
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
@@ -15,6 +15,7 @@
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `state` | `n/shed_size` | u64 BE: the size on disk seen when the last shed started (`retention.rs`) |
+//! | `state` | `q/` + u64, `a/` + alert id + `/` + u32 revision | quarantined records, archived alert records (`archive.rs`; written in the checkpoint batch) |
 //! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
 //!
 //! The leading `1` in journal and checkpoint values is the format version. A value that does not
@@ -51,6 +52,7 @@
 //! - Journal positions and outbox sequences are never reused for committed records; sequence
 //!   numbers handed out by [`Store::allocate_seq_block`] are never handed out again.
 
+pub mod archive;
 mod error;
 mod fsync;
 mod journal;
@@ -66,6 +68,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use error::{Result, StoreError};
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use retention::{frame_span_ms, low_water, shed_count, Protect, ShedReport, SHED_BATCH};
+pub use journal::{JournalRecord, Origin};
 pub use state::Checkpoint;
 
 /// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing

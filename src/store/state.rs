@@ -84,7 +84,7 @@ impl Store {
         ledger_adds: &[LedgerRecord],
     ) -> Result<()> {
         self.usable()?;
-        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds, ledger_adds);
+        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds, ledger_adds, &[]);
         self.poison_on_error(r)
     }
 
@@ -93,12 +93,14 @@ impl Store {
         self.next_outbox
     }
 
-    fn checkpoint_inner(
+    /// `puts`: further `state` keys written in the same batch (archive records, `archive.rs`).
+    pub(super) fn checkpoint_inner(
         &mut self,
         journal_pos: u64,
         decider: &[u8],
         outbox_adds: &[Vec<u8>],
         ledger_adds: &[LedgerRecord],
+        puts: &[(Vec<u8>, Vec<u8>)],
     ) -> Result<()> {
         if journal_pos >= self.next_journal || journal_pos < self.checkpoint_pos {
             return Err(self.refused(format!(
@@ -123,6 +125,9 @@ impl Store {
         }
         batch.insert(OUTBOX_NEXT, &seq.to_be_bytes());
         let next_ledger = self.batch_ledger(&mut batch, ledger_adds);
+        for (k, v) in puts {
+            batch.insert(k.as_slice(), v.as_slice());
+        }
         failpoint!("store::checkpoint::before_apply");
         self.state
             .apply_batch(batch)

@@ -257,7 +257,7 @@ fn samples_line(mut top: Box<Top<'_, LINE_SLOTS>>) -> Result<SamplesRecord, Reje
 
 /// `at` of a line that is not valid JSON, when the line starts `{"at": <integer>` followed by
 /// `,` or `}` (whitespace allowed between tokens).
-fn salvage_at(b: &[u8]) -> Option<i64> {
+pub fn salvage_at(b: &[u8]) -> Option<i64> {
     let mut i = 0;
     let ws = |i: &mut usize| {
         while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\r' | b'\n') {

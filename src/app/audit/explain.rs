@@ -1,0 +1,191 @@
+//! `linegate explain ALERT_ID`: every revision of the alert (from the archive), its evidence
+//! events with their raw-sample references, and every ledger transition concerning them:
+//! accepted, duplicate, the alert records themselves, published, acknowledged, and shed or
+//! declared gaps of the evidence sensors.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::AuditError;
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::rule::alert::{AlertRecord, EvidenceItem};
+use crate::store::archive::alert_prefix;
+use crate::store::Store;
+
+/// What `explain` prints.
+#[derive(Debug, Serialize)]
+pub struct Explanation {
+    pub alert_id: String,
+    pub revisions: Vec<AlertRecord>,
+    /// The evidence of the latest revision (each with its raw-sample reference).
+    pub evidence: Vec<EvidenceItem>,
+    /// Ids in `also` of the latest revision.
+    pub also: Vec<String>,
+    /// `(ledger sequence, record)` of every transition concerning the alert or its events.
+    pub transitions: Vec<(u64, LedgerRecord)>,
+}
+
+/// Assembles the explanation from the alert's revisions (in order) and the whole ledger.
+pub fn assemble(
+    alert_id: &str,
+    revisions: Vec<AlertRecord>,
+    ledger: &[(u64, LedgerRecord)],
+) -> Explanation {
+    let latest = revisions.last();
+    let evidence = latest.map(|a| a.evidence.clone()).unwrap_or_default();
+    let also = latest.map(|a| a.also.clone()).unwrap_or_default();
+    let events: BTreeSet<&str> = revisions
+        .iter()
+        .flat_map(|a| {
+            a.evidence.iter().map(|e| e.event_id.as_str()).chain(a.also.iter().map(String::as_str))
+        })
+        .collect();
+    let sensors: BTreeSet<&str> = evidence.iter().map(|e| e.sensor.as_str()).collect();
+    let mut outbox = BTreeSet::new();
+    let mut transitions = Vec::new();
+    for (seq, r) in ledger {
+        let hit = match &r.entry {
+            LedgerEntry::Accepted { event_id, outbox_seq, .. }
+                if events.contains(event_id.as_str()) =>
+            {
+                outbox.insert(*outbox_seq);
+                true
+            }
+            LedgerEntry::Duplicate { event_id, .. } => events.contains(event_id.as_str()),
+            LedgerEntry::Alert { alert_id: a, outbox_seq, .. } if a == alert_id => {
+                outbox.insert(*outbox_seq);
+                true
+            }
+            LedgerEntry::Published { outbox_seqs } | LedgerEntry::Acknowledged { outbox_seqs } => {
+                outbox_seqs.iter().any(|s| outbox.contains(s))
+            }
+            LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => {
+                sensors.contains(gap.sensor.as_str())
+            }
+            _ => false,
+        };
+        if hit {
+            transitions.push((*seq, r.clone()));
+        }
+    }
+    Explanation { alert_id: alert_id.to_string(), revisions, evidence, also, transitions }
+}
+
+/// `linegate explain`: `Ok(false)` (exit 1) when the alert is unknown.
+pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, AuditError> {
+    let mut revisions = Vec::new();
+    for r in store.archive_scan(&alert_prefix(alert_id)) {
+        let (k, v) = r?;
+        let a: AlertRecord = serde_json::from_slice(&v).map_err(|e| AuditError::Decode {
+            what: "archived alert",
+            key: k.escape_ascii().to_string(),
+            why: e.to_string(),
+        })?;
+        revisions.push(a);
+    }
+    if revisions.is_empty() {
+        return Err(AuditError::NotFound(format!("no alert {alert_id} in the archive")));
+    }
+    let ledger = super::ledger(store)?;
+    let x = assemble(alert_id, revisions, &ledger);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&x).map_err(std::io::Error::other)?;
+        writeln!(out, "{text}")?;
+        return Ok(true);
+    }
+    writeln!(out, "alert {} ({} revision(s))", x.alert_id, x.revisions.len())?;
+    for a in &x.revisions {
+        writeln!(
+            out,
+            "  revision {} {:?}: machine {}, onset {}, end {:?}, caused by {:?}, decided at {}",
+            a.revision, a.kind, a.machine, a.onset_ms, a.end_ms, a.caused_by, a.decided_at_ms
+        )?;
+    }
+    writeln!(out, "evidence")?;
+    for e in &x.evidence {
+        let samples = e.samples.map_or("no raw samples".to_string(), |s| {
+            format!("raw samples block {} [{}, {}) ms", s.block_seq, s.from_ms, s.to_ms)
+        });
+        writeln!(
+            out,
+            "  {} {}#{} ts {} value {} ({samples})",
+            e.event_id, e.sensor, e.seq, e.ts_ms, e.value
+        )?;
+    }
+    if !x.also.is_empty() {
+        writeln!(out, "also: {}", x.also.join(", "))?;
+    }
+    writeln!(out, "transitions")?;
+    for (seq, r) in &x.transitions {
+        writeln!(out, "  #{seq} at {}: {:?}", r.at_ms, r.entry)?;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::ledger::Acceptance;
+
+    fn alert(revision: u32, evidence: &[&str]) -> AlertRecord {
+        let ev = |id: &str| {
+            serde_json::json!({"event_id": id, "sensor": "s1", "seq": 1, "ts_ms": 5, "value": 0.7,
+                "unit": "g", "quality": "good", "clock": {"state": "synced", "err_ms": 2},
+                "samples": {"block_seq": 3, "from_ms": 0, "to_ms": 1000}})
+        };
+        serde_json::from_value(serde_json::json!({
+            "alert_id": "a1", "revision": revision, "kind": "open", "machine": "m", "rule": "r",
+            "onset_ms": 0, "end_ms": null, "evidence": evidence.iter().map(|e| ev(e)).collect::<Vec<_>>(),
+            "also": [], "superseded_by": null, "caused_by": null, "watermark_ms": 0,
+            "decided_at_ms": 9, "provisional": false
+        }))
+        .unwrap()
+    }
+
+    fn accepted(id: &str, outbox_seq: u64) -> LedgerEntry {
+        LedgerEntry::Accepted {
+            event_id: id.into(),
+            machine: "m".into(),
+            sensor: "s1".into(),
+            seq: 1,
+            ts_ms: 5,
+            how: Acceptance::Applied,
+            journal_pos: 1,
+            outbox_seq,
+        }
+    }
+
+    #[test]
+    fn gathers_revisions_evidence_and_their_transitions_only() {
+        let a = |e| LedgerRecord::new(1, e);
+        let ledger: Vec<(u64, LedgerRecord)> = [
+            a(accepted("e1", 1)),
+            a(accepted("other", 2)),
+            a(accepted("e2", 3)),
+            a(LedgerEntry::Alert {
+                alert_id: "a1".into(),
+                revision: 0,
+                alert_kind: "open".into(),
+                machine: "m".into(),
+                caused_by: Some("e2".into()),
+                outbox_seq: 4,
+            }),
+            a(LedgerEntry::Published { outbox_seqs: vec![2] }),
+            a(LedgerEntry::Acknowledged { outbox_seqs: vec![3, 4] }),
+            a(LedgerEntry::Duplicate { event_id: "e1".into(), journal_pos: 9 }),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i as u64 + 1, r))
+        .collect();
+        let x = assemble("a1", vec![alert(0, &["e1", "e2"])], &ledger);
+        let seqs: Vec<u64> = x.transitions.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, vec![1, 3, 4, 6, 7]);
+        assert_eq!(x.evidence.len(), 2);
+        assert_eq!(x.evidence[0].samples.unwrap().block_seq, 3);
+    }
+}

@@ -1,0 +1,105 @@
+//! `linegate inspect`: queue depths (outbox records and bytes by kind), journal positions, ledger
+//! length, quarantine count, sled's size on disk, and the last Restart and Recovery records.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::AuditError;
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::outbox::OutboxRecord;
+use crate::store::archive::QUARANTINE;
+use crate::store::Store;
+
+/// What `inspect` reports.
+#[derive(Debug, Serialize)]
+pub struct Inspection {
+    /// Outbox kind → (records, bytes).
+    pub outbox: BTreeMap<&'static str, (u64, u64)>,
+    pub journal_start: u64,
+    pub checkpoint: u64,
+    pub journal_next: u64,
+    pub ledger_records: u64,
+    pub quarantined: u64,
+    pub size_on_disk: u64,
+    pub last_restart: Option<LedgerRecord>,
+    pub last_recovery: Option<LedgerRecord>,
+}
+
+fn kind(r: &OutboxRecord) -> &'static str {
+    match r {
+        OutboxRecord::Alert { .. } => "alert",
+        OutboxRecord::Event { .. } => "event",
+        OutboxRecord::Samples { .. } => "samples",
+        OutboxRecord::Gap(_) => "gap",
+    }
+}
+
+/// Gathers the inspection.
+pub fn gather(store: &Store) -> Result<Inspection, AuditError> {
+    let mut outbox: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    for r in store.outbox_pending() {
+        let (seq, bytes) = r?;
+        let rec = OutboxRecord::decode(&bytes).map_err(|e| AuditError::Decode {
+            what: "outbox record",
+            key: seq.to_string(),
+            why: e.to_string(),
+        })?;
+        let e = outbox.entry(kind(&rec)).or_default();
+        e.0 += 1;
+        e.1 += bytes.len() as u64;
+    }
+    let (mut last_restart, mut last_recovery) = (None, None);
+    for r in store.ledger_from(1) {
+        let (_, rec) = r?;
+        match rec.entry {
+            LedgerEntry::Restart { .. } => last_restart = Some(rec),
+            LedgerEntry::Recovery { .. } => last_recovery = Some(rec),
+            _ => {}
+        }
+    }
+    Ok(Inspection {
+        outbox,
+        journal_start: store.journal_start(),
+        checkpoint: store.checkpoint_pos(),
+        journal_next: store.next_journal_pos(),
+        ledger_records: store.next_ledger_seq() - 1,
+        quarantined: store.archive_scan(QUARANTINE).count() as u64,
+        size_on_disk: store.size_on_disk()?,
+        last_restart,
+        last_recovery,
+    })
+}
+
+/// `linegate inspect`.
+pub fn inspect(store: &mut Store, json: bool) -> Result<bool, AuditError> {
+    let i = gather(store)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&i).map_err(std::io::Error::other)?;
+        writeln!(out, "{text}")?;
+        return Ok(true);
+    }
+    writeln!(out, "store {}", store.path().display())?;
+    writeln!(out, "  size on disk      {} bytes", i.size_on_disk)?;
+    writeln!(
+        out,
+        "  journal           start {}, checkpoint {}, next {}",
+        i.journal_start, i.checkpoint, i.journal_next
+    )?;
+    writeln!(out, "  ledger            {} records", i.ledger_records)?;
+    writeln!(out, "  quarantine        {} records", i.quarantined)?;
+    let total: (u64, u64) = i.outbox.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    writeln!(out, "  outbox            {} records, {} bytes", total.0, total.1)?;
+    for (k, (n, b)) in &i.outbox {
+        writeln!(out, "    {k:<8} {n} records, {b} bytes")?;
+    }
+    for (what, r) in [("last restart", &i.last_restart), ("last recovery", &i.last_recovery)] {
+        match r {
+            None => writeln!(out, "  {what:<17} none")?,
+            Some(r) => writeln!(out, "  {what:<17} at {} ms: {:?}", r.at_ms, r.entry)?,
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,130 @@
+//! `linegate quarantine list|show ID|release ID|drop ID`.
+//!
+//! Release re-ingests the original bytes through the normal path: a new journal record (origin
+//! "released") with a new ingest time, decided by the next `linegate run` like any arrival and
+//! ledgered (`Released`). The journal record is committed before the quarantine entry is
+//! removed, so a crash in between leaves the record both journaled and quarantined, never lost;
+//! releasing it again would give the rule a duplicate, which it counts and ignores.
+
+use std::io::Write;
+
+use super::AuditError;
+use crate::app::records::QuarantineEntry;
+use crate::clock::{Clock, SystemClock};
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::store::archive::{quarantine_key, QUARANTINE};
+use crate::store::{Origin, Store};
+
+/// What to do with the quarantine.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Action {
+    /// One line per quarantined record: id, reason, ingest time, journal position.
+    List,
+    /// One record: reason, the sentence, and its original bytes.
+    Show { id: u64 },
+    /// Re-ingest the original bytes (decided by the next `linegate run`).
+    Release {
+        id: u64,
+        /// The new ingest time in Unix ms (default: now).
+        #[arg(long)]
+        at: Option<i64>,
+    },
+    /// Remove it for good (ledgered).
+    Drop { id: u64 },
+}
+
+/// Every quarantined record `(id, entry)`, in id order.
+pub fn entries(store: &Store) -> Result<Vec<(u64, QuarantineEntry)>, AuditError> {
+    store
+        .archive_scan(QUARANTINE)
+        .map(|r| {
+            let (k, v) = r?;
+            decode(&k, &v)
+        })
+        .collect()
+}
+
+fn decode(key: &[u8], value: &[u8]) -> Result<(u64, QuarantineEntry), AuditError> {
+    let bad = |why: String| AuditError::Decode {
+        what: "quarantine key",
+        key: key.escape_ascii().to_string(),
+        why,
+    };
+    let id = key
+        .strip_prefix(QUARANTINE)
+        .and_then(|r| <[u8; 8]>::try_from(r).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| bad("not q/ + 8 bytes".into()))?;
+    QuarantineEntry::decode(value).map(|e| (id, e)).map_err(|e| bad(e.to_string()))
+}
+
+fn get(store: &Store, id: u64) -> Result<QuarantineEntry, AuditError> {
+    let key = quarantine_key(id);
+    match store.archive_get(&key)? {
+        None => Err(AuditError::NotFound(format!(
+            "no quarantined record {id} (see `linegate quarantine list`)"
+        ))),
+        Some(v) => decode(&key, &v).map(|(_, e)| e),
+    }
+}
+
+/// The trace line that re-ingests `e`: its original line, or for an event derived from raw
+/// samples, an `event` line around the event's JSON.
+pub fn release_line(e: &QuarantineEntry, at: i64) -> Vec<u8> {
+    if !e.derived {
+        return e.raw.clone();
+    }
+    let mut line = format!("{{\"at\":{at},\"kind\":\"event\",\"event\":").into_bytes();
+    line.extend_from_slice(&e.raw);
+    line.push(b'}');
+    line
+}
+
+impl Action {
+    /// Runs the action; `Ok(true)` when it did what was asked.
+    pub fn run(&self, store: &mut Store) -> Result<bool, AuditError> {
+        let mut out = std::io::stdout().lock();
+        let now = SystemClock::new().now_ms();
+        match *self {
+            Action::List => {
+                let all = entries(store)?;
+                writeln!(out, "{} quarantined record(s)", all.len())?;
+                for (id, e) in all {
+                    let at = e.at_ms.map_or("-".into(), |a| a.to_string());
+                    let derived = if e.derived { " (derived)" } else { "" };
+                    writeln!(
+                        out,
+                        "{id}\t{}\tat {at}\tjournal {}{derived}\t{}",
+                        e.reason, e.journal_pos, e.detail
+                    )?;
+                }
+            }
+            Action::Show { id } => {
+                let e = get(store, id)?;
+                writeln!(out, "id:       {id}\nreason:   {}\ndetail:   {}", e.reason, e.detail)?;
+                writeln!(out, "at:       {:?}\njournal:  {}", e.at_ms, e.journal_pos)?;
+                writeln!(out, "derived:  {}\nraw:      {}", e.derived, e.raw.escape_ascii())?;
+            }
+            Action::Release { id, at } => {
+                let e = get(store, id)?;
+                let at = at.unwrap_or(now);
+                let origin = Origin { source: Origin::RELEASED, end_offset: id };
+                let pos = store.append_journal_from(&[(at, origin, release_line(&e, at))])?.start;
+                store.commit()?;
+                let entry = LedgerEntry::Released { quarantine_key: id, journal_pos: pos };
+                store.archive_remove(&quarantine_key(id), &[LedgerRecord::new(at, entry)])?;
+                writeln!(
+                    out,
+                    "released {id} as journal record {pos}: the next `linegate run` decides it"
+                )?;
+            }
+            Action::Drop { id } => {
+                get(store, id)?;
+                let entry = LedgerEntry::Dropped { quarantine_key: id };
+                store.archive_remove(&quarantine_key(id), &[LedgerRecord::new(now, entry)])?;
+                writeln!(out, "dropped {id}")?;
+            }
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,79 @@
+//! The slot the forwarder plugs into (the MQTT forwarder of `src/forward/`, or the in-process
+//! [`local_ack`] consumer for tests and `--forward local-ack`).
+//!
+//! A forwarder gets the shared store, a [`Notify`] woken after every checkpoint that added
+//! outbox records, and a stop signal. It reads `Store::outbox_pending`, publishes, and removes
+//! records with `Store::outbox_ack_many` only after the broker's acknowledgement, ledgering
+//! `Published` and `Acknowledged`. Without a forwarder records stay queued in the store.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::{watch, Notify};
+
+use super::{lock, AppError, SharedStore};
+use crate::clock::{Clock, SystemClock};
+use crate::ledger::{LedgerEntry, LedgerRecord};
+
+/// What a forwarder is given.
+#[derive(Debug, Clone)]
+pub struct ForwardCtx {
+    pub store: SharedStore,
+    /// Woken whenever the outbox grew (a permit is kept if nobody waits).
+    pub outbox_grew: Arc<Notify>,
+    /// Becomes true when the pipeline stops: drain what can be drained quickly, then return.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// The forwarder's task.
+pub type ForwardFuture = Pin<Box<dyn Future<Output = Result<(), AppError>> + Send>>;
+
+/// Starts a forwarder: called once by `run` with its context.
+pub type ForwardSlot = Box<dyn FnOnce(ForwardCtx) -> ForwardFuture + Send>;
+
+/// How many outbox records one acknowledgement batch removes.
+const ACK_BATCH: usize = 1000;
+
+/// An in-process consumer that "publishes" every outbox record to nowhere and acknowledges it
+/// at once: `Published` then `Acknowledged` in the ledger, the removal batched (one fsync per
+/// batch). It drains the outbox once more when stopped.
+pub fn local_ack() -> ForwardSlot {
+    Box::new(|ctx| Box::pin(run_local_ack(ctx)))
+}
+
+async fn run_local_ack(mut ctx: ForwardCtx) -> Result<(), AppError> {
+    loop {
+        while drain_once(&ctx.store).await? {}
+        if *ctx.stop.borrow() {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = ctx.outbox_grew.notified() => {}
+            _ = ctx.stop.changed() => {}
+        }
+    }
+}
+
+/// Acknowledges up to one batch; true when there was something.
+async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || {
+        let clock = SystemClock::new();
+        let mut s = lock(&store)?;
+        let seqs: Vec<u64> = s
+            .outbox_pending()
+            .take(ACK_BATCH)
+            .map(|r| r.map(|(seq, _)| seq))
+            .collect::<Result<_, _>>()?;
+        if seqs.is_empty() {
+            return Ok(false);
+        }
+        let published = LedgerEntry::Published { outbox_seqs: seqs.clone() };
+        s.append_ledger(&[LedgerRecord::new(clock.now_ms(), published)])?;
+        let acked = LedgerEntry::Acknowledged { outbox_seqs: seqs.clone() };
+        s.outbox_ack_many(&seqs, &[LedgerRecord::new(clock.now_ms(), acked)])?;
+        Ok(true)
+    })
+    .await?
+}

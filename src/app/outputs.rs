@@ -1,0 +1,197 @@
+//! What one journal record decides into: outbox records, ledger records and archive records,
+//! gathered until the next checkpoint. Pure: no store, no clock (ingest time is the record's).
+//!
+//! Outbox and ledger sequences are only known when the checkpoint is written (another writer,
+//! such as shedding, may add records meanwhile), so records are gathered with sequences relative
+//! to the checkpoint batch and [`Pending::finish`] adds the bases.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::records::QuarantineEntry;
+use crate::decide::{kind_name, Decider, Outcome};
+use crate::event::Event;
+use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::outbox::OutboxRecord;
+use crate::quarantine::Rejection;
+use crate::rule::alert::AlertRecord;
+use crate::store::archive::{alert_key, quarantine_key};
+use crate::store::{JournalRecord, Origin};
+use crate::trace::parse::parse_line;
+use crate::trace::Arrival;
+
+/// Outputs gathered since the last checkpoint.
+#[derive(Debug, Default)]
+pub struct Pending {
+    outbox: Vec<OutboxRecord>,
+    /// Ledger records; `outbox_seq` fields are indexes into `outbox` until `finish`.
+    ledger: Vec<LedgerRecord>,
+    /// Alert archive records `(key, json)`.
+    alerts: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Quarantined records with the index of their `Quarantined` ledger record.
+    quarantine: Vec<(usize, QuarantineEntry)>,
+    /// Journal records decided.
+    pub records: usize,
+}
+
+/// One checkpoint batch: encoded outbox records, ledger records, archive puts.
+pub type Batch = (Vec<Vec<u8>>, Vec<LedgerRecord>, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// The `event` member of a trace line, as its original bytes.
+#[derive(Deserialize)]
+struct EventBytes<'a> {
+    #[serde(borrow)]
+    event: &'a RawValue,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// The batch with real sequences: outbox record `i` gets `outbox_base + i`, ledger record
+    /// `j` gets `ledger_base + j` (a quarantined record's id is its ledger sequence). Leaves
+    /// this empty.
+    pub fn finish(&mut self, outbox_base: u64, ledger_base: u64) -> Batch {
+        let mut ledger = std::mem::take(&mut self.ledger);
+        for r in &mut ledger {
+            match &mut r.entry {
+                LedgerEntry::Accepted { outbox_seq, .. }
+                | LedgerEntry::Alert { outbox_seq, .. } => *outbox_seq += outbox_base,
+                LedgerEntry::Quarantined { quarantine_key, .. } => *quarantine_key += ledger_base,
+                _ => {}
+            }
+        }
+        let mut puts = std::mem::take(&mut self.alerts);
+        for (i, q) in std::mem::take(&mut self.quarantine) {
+            puts.push((quarantine_key(ledger_base + i as u64), q.encode()));
+        }
+        let outbox = std::mem::take(&mut self.outbox).iter().map(OutboxRecord::encode).collect();
+        self.records = 0;
+        (outbox, ledger, puts)
+    }
+
+    /// Decides journal record `rec` with `decider` (which must be reporting) and gathers what
+    /// it produced. A record released from quarantine is decided at its new ingest time.
+    pub fn decide(&mut self, decider: &mut Decider, rec: &JournalRecord) {
+        self.records += 1;
+        let mut parsed = parse_line(&rec.line);
+        if rec.origin.is_some_and(|o| o.source == Origin::RELEASED) {
+            match &mut parsed {
+                Ok(tl) => tl.at = rec.at,
+                Err((at, _)) => *at = Some(rec.at),
+            }
+        }
+        let mut alerts = Vec::new();
+        let result = decider.line(&parsed, &mut alerts);
+        let at = match &parsed {
+            Ok(tl) => tl.at,
+            Err((at, _)) => at.unwrap_or(rec.at),
+        };
+        for outcome in decider.take_outcomes() {
+            self.outcome(outcome, at, rec);
+        }
+        for (ev, why) in decider.take_rejected_derived() {
+            let raw = serde_json::to_vec(&ev).unwrap_or_default();
+            self.quarantined(at, rec.pos, &why, raw, true);
+        }
+        match (&parsed, result) {
+            (_, Err((_, why))) => self.quarantined(at, rec.pos, &why, rec.line.clone(), false),
+            (Ok(tl), Ok(())) => {
+                if let Arrival::Samples(s) = &tl.arrival {
+                    self.outbox.push(OutboxRecord::Samples {
+                        machine: s.machine.clone(),
+                        sensor: s.sensor.clone(),
+                        journal_pos: rec.pos,
+                        t0_ms: s.t0_ms,
+                        rate_hz: s.rate_hz,
+                        n: u32::try_from(s.data.len()).unwrap_or(u32::MAX),
+                    });
+                }
+            }
+            (Err(_), Ok(())) => {}
+        }
+        for a in alerts {
+            self.alert(a, at);
+        }
+    }
+
+    fn outcome(&mut self, outcome: Outcome, at: i64, rec: &JournalRecord) {
+        match outcome {
+            Outcome::Accepted { event, how, derived } => {
+                let json = if derived { None } else { original_event_bytes(&rec.line) };
+                let json = json.unwrap_or_else(|| serialise(&event));
+                let Event { event_id, machine, sensor, seq, ts_ms, .. } = event;
+                self.ledger.push(LedgerRecord::new(
+                    at,
+                    LedgerEntry::Accepted {
+                        event_id: event_id.clone(),
+                        machine: machine.clone(),
+                        sensor: sensor.clone(),
+                        seq,
+                        ts_ms,
+                        how,
+                        journal_pos: rec.pos,
+                        outbox_seq: self.outbox.len() as u64,
+                    },
+                ));
+                self.outbox.push(OutboxRecord::Event { machine, sensor, seq, event_id, json });
+            }
+            Outcome::Duplicate { event_id, .. } => self.ledger.push(LedgerRecord::new(
+                at,
+                LedgerEntry::Duplicate { event_id, journal_pos: rec.pos },
+            )),
+        }
+    }
+
+    fn quarantined(&mut self, at: i64, pos: u64, why: &Rejection, raw: Vec<u8>, derived: bool) {
+        let reason = why.reason.as_str().to_string();
+        let idx = self.ledger.len();
+        self.quarantine.push((
+            idx,
+            QuarantineEntry {
+                reason: reason.clone(),
+                detail: why.detail.clone(),
+                at_ms: Some(at),
+                journal_pos: pos,
+                derived,
+                raw,
+            },
+        ));
+        // The key is this record's own ledger sequence: relative here, made absolute by `finish`.
+        self.ledger.push(LedgerRecord::new(
+            at,
+            LedgerEntry::Quarantined { reason, journal_pos: pos, quarantine_key: idx as u64 },
+        ));
+    }
+
+    fn alert(&mut self, a: AlertRecord, at: i64) {
+        let json = serialise(&a);
+        self.alerts.push((alert_key(&a.alert_id, a.revision), json.clone()));
+        self.ledger.push(LedgerRecord::new(
+            at,
+            LedgerEntry::Alert {
+                alert_id: a.alert_id.clone(),
+                revision: a.revision,
+                alert_kind: kind_name(a.kind).into(),
+                machine: a.machine.clone(),
+                caused_by: a.caused_by.clone(),
+                outbox_seq: self.outbox.len() as u64,
+            },
+        ));
+        self.outbox.push(OutboxRecord::Alert {
+            machine: a.machine,
+            alert_id: a.alert_id,
+            revision: a.revision,
+            json,
+        });
+    }
+}
+
+fn original_event_bytes(line: &[u8]) -> Option<Vec<u8>> {
+    serde_json::from_slice::<EventBytes<'_>>(line).ok().map(|e| e.event.get().as_bytes().to_vec())
+}
+
+fn serialise<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}

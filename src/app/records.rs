@@ -1,0 +1,105 @@
+//! The pipeline's own records in the store: the checkpoint's payload (decider snapshot plus each
+//! source's position) and quarantined records. Pure encoding; versioned CBOR like the ledger.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+const VERSION: u8 = 1;
+
+/// What the checkpoint holds besides its journal position: the decider's snapshot and, per
+/// source index, the byte offset after the last record consumed (a restart resumes there when
+/// the journal no longer holds that source's records).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointPayload {
+    pub decider: Vec<u8>,
+    pub offsets: BTreeMap<u16, u64>,
+}
+
+/// One rejected record kept in quarantine (tree `state`, `q/` + id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuarantineEntry {
+    /// CONTRACTS section 7 reason, e.g. `malformed_json`.
+    pub reason: String,
+    /// The sentence naming what was wrong and where.
+    pub detail: String,
+    /// Ingest time, when it could be read.
+    pub at_ms: Option<i64>,
+    /// The journal record it came from.
+    pub journal_pos: u64,
+    /// An event derived from that record's raw samples (then `raw` is the event's JSON).
+    pub derived: bool,
+    /// The original bytes.
+    pub raw: Vec<u8>,
+}
+
+/// A stored value that does not decode.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{what} does not decode: {why}")]
+pub struct RecordDecodeError {
+    pub what: &'static str,
+    pub why: String,
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    if let Err(e) = ciborium::into_writer(v, &mut out) {
+        unreachable!("encoding into memory failed: {e}");
+    }
+    out
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<T, RecordDecodeError> {
+    match bytes {
+        [VERSION, rest @ ..] => {
+            ciborium::from_reader(rest).map_err(|e| RecordDecodeError { what, why: e.to_string() })
+        }
+        [v, ..] => Err(RecordDecodeError { what, why: format!("unknown version {v}") }),
+        [] => Err(RecordDecodeError { what, why: "empty value".into() }),
+    }
+}
+
+impl CheckpointPayload {
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+    pub fn decode(bytes: &[u8]) -> Result<Self, RecordDecodeError> {
+        decode("checkpoint payload", bytes)
+    }
+}
+
+impl QuarantineEntry {
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+    pub fn decode(bytes: &[u8]) -> Result<Self, RecordDecodeError> {
+        decode("quarantine entry", bytes)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_damage_is_an_error() {
+        let p = CheckpointPayload { decider: vec![1, 2], offsets: [(0, 77)].into() };
+        assert_eq!(CheckpointPayload::decode(&p.encode()).unwrap(), p);
+        let q = QuarantineEntry {
+            reason: "malformed_json".into(),
+            detail: "line is not JSON".into(),
+            at_ms: Some(5),
+            journal_pos: 3,
+            derived: false,
+            raw: b"{oops".to_vec(),
+        };
+        let b = q.encode();
+        assert_eq!(QuarantineEntry::decode(&b).unwrap(), q);
+        assert!(QuarantineEntry::decode(&b[..b.len() - 2]).is_err());
+        assert!(QuarantineEntry::decode(&[9]).unwrap_err().why.contains("version 9"));
+    }
+}

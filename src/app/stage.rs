@@ -1,0 +1,184 @@
+//! The decide stage: a dedicated thread (sled and the decider are blocking work) that consumes
+//! journal records in position order — first those after the checkpoint that were journaled
+//! before this start, then each batch the ingest tasks commit — decides them, and checkpoints
+//! its state, outbox, ledger and archive records in one batch every `commit_records` records,
+//! every `commit_interval`, and whenever its input runs dry. After a checkpoint it truncates the
+//! journal below what is still needed and wakes the forwarder.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, Notify};
+
+use super::outputs::Pending;
+use super::records::CheckpointPayload;
+use super::{lock, AppError, SharedStore};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::decide::Decider;
+use crate::outbox::OutboxRecord;
+use crate::store::{JournalRecord, Store};
+
+/// The decide stage's state between checkpoints.
+#[derive(Debug)]
+pub(super) struct DecideStage {
+    store: SharedStore,
+    decider: Decider,
+    /// Per source, the offset after the last record decided.
+    offsets: BTreeMap<u16, u64>,
+    pending: Pending,
+    /// The last journal position decided.
+    last_pos: u64,
+    commit_records: usize,
+    commit_interval_ms: i64,
+    outbox_grew: Arc<Notify>,
+    /// Outbox records below this sequence hold no pending `Samples` reference (scanned before).
+    samples_scan_from: u64,
+}
+
+impl DecideStage {
+    /// The stage restored from the store's checkpoint (a fresh decider when there is none).
+    pub(super) fn restore(
+        config: &Config,
+        store: SharedStore,
+        outbox_grew: Arc<Notify>,
+    ) -> Result<DecideStage, AppError> {
+        let cp = lock(&store)?.last_checkpoint()?;
+        let (decider, offsets, last_pos) = match cp {
+            None => (Decider::new(config), BTreeMap::new(), 0),
+            Some(cp) => {
+                let p = CheckpointPayload::decode(&cp.decider)
+                    .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+                let d = Decider::restore(config, &p.decider)
+                    .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+                (d, p.offsets, cp.journal_pos)
+            }
+        };
+        Ok(DecideStage {
+            store,
+            decider: decider.reporting(),
+            offsets,
+            pending: Pending::default(),
+            last_pos,
+            commit_records: config.store.commit_records,
+            commit_interval_ms: config.store.commit_interval_ms,
+            outbox_grew,
+            samples_scan_from: 1,
+        })
+    }
+
+    /// Per source, the offset after the last record the checkpoint covers.
+    pub(super) fn offsets(&self) -> &BTreeMap<u16, u64> {
+        &self.offsets
+    }
+
+    /// Runs until every sender of `input` is gone and everything received is checkpointed.
+    /// Records journaled before `catchup_end` (this start) are read from the journal first.
+    pub(super) fn run(
+        mut self,
+        catchup_end: u64,
+        mut input: mpsc::Receiver<Vec<JournalRecord>>,
+    ) -> Result<(), AppError> {
+        let clock = SystemClock::new();
+        let mut last_cp = clock.monotonic_ms();
+        crate::app::failpoint!("app::resume::before_catch_up");
+        loop {
+            let chunk: Vec<JournalRecord> = {
+                let store = lock(&self.store)?;
+                let from = self.last_pos + 1;
+                let it = store.journal_records_from(from).take_while(|r| match r {
+                    Ok(r) => r.pos < catchup_end,
+                    Err(_) => true,
+                });
+                it.take(self.commit_records).collect::<Result<_, _>>()?
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            self.decide(&chunk);
+            self.checkpoint(false)?;
+            last_cp = clock.monotonic_ms();
+        }
+        loop {
+            let batch = match input.try_recv() {
+                Ok(b) => b,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    self.checkpoint(false)?;
+                    last_cp = clock.monotonic_ms();
+                    match input.blocking_recv() {
+                        Some(b) => b,
+                        None => break,
+                    }
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+            };
+            self.decide(&batch);
+            let due = clock.monotonic_ms() - last_cp >= self.commit_interval_ms;
+            if due || self.pending.records >= self.commit_records {
+                self.checkpoint(false)?;
+                last_cp = clock.monotonic_ms();
+            }
+        }
+        self.checkpoint(true)
+    }
+
+    fn decide(&mut self, records: &[JournalRecord]) {
+        for rec in records {
+            if rec.pos <= self.last_pos {
+                continue;
+            }
+            self.pending.decide(&mut self.decider, rec);
+            self.last_pos = rec.pos;
+            if let Some(o) = rec.origin.filter(|o| o.source != crate::store::Origin::RELEASED) {
+                self.offsets.insert(o.source, o.end_offset);
+            }
+        }
+        self.decider.note_state();
+    }
+
+    /// Writes the checkpoint batch if anything was decided since the last one, then truncates
+    /// the journal (when a batch's worth can go, or always when `last`) and wakes the forwarder.
+    fn checkpoint(&mut self, last: bool) -> Result<(), AppError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let payload =
+            CheckpointPayload { decider: self.decider.snapshot(), offsets: self.offsets.clone() };
+        let shared = self.store.clone();
+        let mut store = lock(&shared)?;
+        let (outbox, ledger, puts) =
+            self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq());
+        store.checkpoint_with_archive(self.last_pos, &payload.encode(), &outbox, &ledger, &puts)?;
+        crate::app::failpoint!("app::decide::after_checkpoint");
+        let start = store.journal_start();
+        if last || self.last_pos + 1 >= start + self.commit_records as u64 {
+            let oldest = self.oldest_referenced(&store)?;
+            let keep = oldest.map_or(self.last_pos + 1, |p| p.min(self.last_pos + 1));
+            if keep > start {
+                store.truncate_journal_before(keep)?;
+            }
+        }
+        drop(store);
+        if !outbox.is_empty() {
+            self.outbox_grew.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The journal position of the oldest pending `Samples` outbox record. Samples records are
+    /// added in journal order, so the first one in outbox order is the oldest; records only
+    /// leave the outbox or join at its end, so a scan resumes where the last one found nothing.
+    fn oldest_referenced(&mut self, store: &Store) -> Result<Option<u64>, AppError> {
+        for r in store.outbox_pending_from(self.samples_scan_from) {
+            let (seq, bytes) = r?;
+            let rec = OutboxRecord::decode(&bytes)
+                .map_err(|e| AppError::Outbox { seq, why: e.to_string() })?;
+            if let OutboxRecord::Samples { journal_pos, .. } = rec {
+                self.samples_scan_from = seq;
+                return Ok(Some(journal_pos));
+            }
+            self.samples_scan_from = seq + 1;
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,133 @@
+//! Archive records in tree `state`, written in the checkpoint batch of the decision that made
+//! them: quarantined records under `q/` + u64 (the sequence of the ledger record that quarantined
+//! them) and every alert record revision under `a/` + alert id + `/` + u32 revision (the outbox
+//! copy disappears on acknowledgement; `linegate explain` reads this one). Values are opaque
+//! bytes here; `crate::app::audit` gives them meaning.
+
+use std::path::PathBuf;
+
+use super::{failpoint, Result, Store, StoreError};
+use crate::ledger::LedgerRecord;
+
+/// Key prefix of quarantined records.
+pub const QUARANTINE: &[u8] = b"q/";
+/// Key prefix of archived alert records.
+pub const ALERTS: &[u8] = b"a/";
+
+/// The key of quarantined record `id`.
+pub fn quarantine_key(id: u64) -> Vec<u8> {
+    [QUARANTINE, &id.to_be_bytes()[..]].concat()
+}
+
+/// The key of revision `revision` of alert `alert_id`; revisions of one alert sort in order.
+pub fn alert_key(alert_id: &str, revision: u32) -> Vec<u8> {
+    [ALERTS, alert_id.as_bytes(), b"/", &revision.to_be_bytes()[..]].concat()
+}
+
+/// The prefix under which every revision of `alert_id` lies.
+pub fn alert_prefix(alert_id: &str) -> Vec<u8> {
+    [ALERTS, alert_id.as_bytes(), b"/"].concat()
+}
+
+fn is_archive_key(k: &[u8]) -> bool {
+    k.starts_with(QUARANTINE) || k.starts_with(ALERTS)
+}
+
+impl Store {
+    /// [`Store::checkpoint_with_ledger`] with archive records (`q/`, `a/` keys) in the same
+    /// batch. Refused when a key lies outside those prefixes.
+    pub fn checkpoint_with_archive(
+        &mut self,
+        journal_pos: u64,
+        decider: &[u8],
+        outbox_adds: &[Vec<u8>],
+        ledger_adds: &[LedgerRecord],
+        archive_puts: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<()> {
+        self.usable()?;
+        if let Some((k, _)) = archive_puts.iter().find(|(k, _)| !is_archive_key(k)) {
+            return Err(
+                self.refused(format!("archive key {} is not under q/ or a/", k.escape_ascii()))
+            );
+        }
+        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds, ledger_adds, archive_puts);
+        self.poison_on_error(r)
+    }
+
+    /// Archive records `(key, value)` whose key starts with `prefix`, in key order.
+    pub fn archive_scan(&self, prefix: &[u8]) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> {
+        let path: PathBuf = self.path.clone();
+        self.state.scan_prefix(prefix).map(move |kv| {
+            kv.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(|source| StoreError::Sled {
+                path: path.clone(),
+                op: "iterate archive keys in tree state".into(),
+                source,
+            })
+        })
+    }
+
+    /// The archive record under `key`, if any.
+    pub fn archive_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let v = self.state.get(key).map_err(self.sled_err("read an archive key of tree state"))?;
+        Ok(v.map(|v| v.to_vec()))
+    }
+
+    /// Removes archive record `key` and adds `ledger` records in one batch, then commits.
+    pub fn archive_remove(&mut self, key: &[u8], ledger: &[LedgerRecord]) -> Result<()> {
+        self.usable()?;
+        if !is_archive_key(key) {
+            return Err(self.refused(format!("key {} is not under q/ or a/", key.escape_ascii())));
+        }
+        let r = self.archive_remove_inner(key, ledger);
+        self.poison_on_error(r)
+    }
+
+    fn archive_remove_inner(&mut self, key: &[u8], ledger: &[LedgerRecord]) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        batch.remove(key);
+        let next = self.batch_ledger(&mut batch, ledger);
+        failpoint!("store::archive::before_remove");
+        self.state
+            .apply_batch(batch)
+            .map_err(self.sled_err("apply archive removal to tree state"))?;
+        self.next_ledger = next;
+        self.commit()
+    }
+
+    /// The number of outbox records and their bytes, without decoding them.
+    pub fn outbox_depth(&self) -> Result<(u64, u64)> {
+        let mut n = (0, 0);
+        for kv in self.state.scan_prefix(super::state::OUTBOX) {
+            let (_, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+            n.0 += 1;
+            n.1 += v.len() as u64;
+        }
+        Ok(n)
+    }
+
+    /// Outbox records awaiting acknowledgement from sequence `seq` on, in sequence order.
+    pub fn outbox_pending_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
+        let path: PathBuf = self.path.clone();
+        let range = super::state::outbox_key(seq)..super::state::outbox_key(u64::MAX);
+        self.state.range(range).map(move |kv| {
+            let (k, v) = kv.map_err(|source| StoreError::Sled {
+                path: path.clone(),
+                op: "iterate o/ in tree state".into(),
+                source,
+            })?;
+            let seq = k
+                .strip_prefix(super::state::OUTBOX)
+                .and_then(|r| <[u8; 8]>::try_from(r).ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| {
+                    super::corrupt(&path, super::STATE, &k, "outbox key is not o/ + 8 bytes")
+                })?;
+            Ok((seq, v.to_vec()))
+        })
+    }
+
+    /// The journal position of the last checkpoint (0 when there is none).
+    pub fn checkpoint_pos(&self) -> u64 {
+        self.checkpoint_pos
+    }
+}
