@@ -54,6 +54,7 @@ mod error;
 mod fsync;
 mod journal;
 mod ledger;
+mod outbox_read;
 mod seq;
 mod state;
 
