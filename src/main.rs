@@ -36,6 +36,9 @@ enum Command {
     },
     /// Check a configuration file and print what it means.
     CheckConfig { config: PathBuf },
+    /// Turn a captured `samples/...` MQTT payload (docs/samples-encoding.md) into JSON Lines: a
+    /// header, then one `{"i", "t_ms", "v"}` per sample.
+    Decode { file: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
         Command::CheckConfig { config } => check_config(&config),
+        Command::Decode { file } => decode(&file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -112,6 +116,15 @@ fn run_replay(
         rejected,
         s.counts.alerts.values().sum::<u64>()
     );
+    Ok(())
+}
+
+fn decode(path: &Path) -> Result<(), Error> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let frame = linegate::samples_codec::SamplesFrame::decode(&bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::stdout().lock();
+    std::io::Write::write_all(&mut out, frame.to_json_lines().as_bytes())?;
     Ok(())
 }
 

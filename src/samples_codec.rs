@@ -219,7 +219,7 @@ mod tests {
     fn times_follow_the_original_block() {
         let f = frame();
         // Sample 6401 of a 3200 Hz block is 2000.3125 ms after t0.
-        assert_eq!(f.time_ms(1), 1_700_000_002_000.3125);
+        assert_eq!(f.time_ms(1), 1_700_000_002_000.312_5);
         let text = f.to_json_lines();
         let lines: Vec<serde_json::Value> =
             text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

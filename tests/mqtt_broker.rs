@@ -439,3 +439,36 @@ async fn wrong_password_retries_with_backoff_and_loses_nothing() {
     assert!(got["s1"].iter().all(|e| e["replayed"] == true), "pending at connect: replayed");
     fw.stop().await;
 }
+
+#[test]
+fn decode_turns_a_captured_payload_into_readable_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let frame = SamplesFrame {
+        t0_ms: 1_700_000_000_000,
+        rate_hz: 3200.0,
+        first_index: 3200,
+        unit: linegate::event::Unit::G,
+        axis: "z".into(),
+        values: vec![0.25, -0.5],
+    };
+    let good = dir.path().join("frame.bin");
+    std::fs::write(&good, frame.encode()).unwrap();
+    let bin = env!("CARGO_BIN_EXE_linegate");
+    let out = std::process::Command::new(bin).arg("decode").arg(&good).output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["count"], 2);
+    assert_eq!(lines[2]["i"], 3201);
+    assert_eq!(lines[2]["t_ms"], 1_700_000_001_000.312_5);
+    assert_eq!(lines[2]["v"], -0.5);
+    let bad = dir.path().join("bad.bin");
+    std::fs::write(&bad, b"{\"events\":[]}").unwrap();
+    let out = std::process::Command::new(bin).arg("decode").arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("bad.bin") && err.contains("shorter than"), "{err}");
+}

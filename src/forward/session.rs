@@ -334,4 +334,5 @@ fn is_alert(r: &OutboxRecord) -> bool {
 
 #[cfg(test)]
 #[path = "session_tests.rs"]
+#[allow(clippy::unwrap_used)]
 mod tests;

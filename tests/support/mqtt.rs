@@ -65,7 +65,12 @@ impl Broker {
     }
 
     pub fn restart(&mut self) {
-        let child = Command::new("mosquitto")
+        // Debian installs the broker in /usr/sbin, which a non-root PATH may lack.
+        let exe = ["/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("mosquitto");
+        let child = Command::new(exe)
             .arg("-c")
             .arg(&self.conf)
             .stdout(Stdio::null())
