@@ -87,6 +87,9 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Turn a captured `samples/...` MQTT payload (docs/samples-encoding.md) into JSON Lines: a
+    /// header, then one `{"i", "t_ms", "v"}` per sample.
+    Decode { file: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
         Command::Dump { what, config } => {
             audit(&config, |store| linegate::app::audit::dump(store, &what))
         }
+        Command::Decode { file } => decode(&file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -264,6 +268,15 @@ fn run_replay(
         rejected,
         s.counts.alerts.values().sum::<u64>()
     );
+    Ok(())
+}
+
+fn decode(path: &Path) -> Result<(), Error> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let frame = linegate::samples_codec::SamplesFrame::decode(&bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::stdout().lock();
+    std::io::Write::write_all(&mut out, frame.to_json_lines().as_bytes())?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@
 //! daemon's working directory, not to the config file.
 
 mod duration;
+mod mqtt;
 mod raw;
 mod size;
 
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::event::{is_identifier, Metric, Quality, Unit};
+pub use mqtt::{MqttForwardConfig, MqttTls};
 use raw::{
     RawConfig, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore, RawTime,
     RawTraceSource,
@@ -173,11 +175,18 @@ pub struct MqttConfig {
     pub port: u16,
     /// Topic prefix: non-empty, no `+`, `#`, NUL, no leading or trailing `/`.
     pub prefix: String,
+    /// Session, security and pace of the forwarder (`config/mqtt.rs`).
+    pub forward: MqttForwardConfig,
 }
 
 impl Default for MqttConfig {
     fn default() -> Self {
-        MqttConfig { host: "127.0.0.1".to_owned(), port: 1883, prefix: "linegate".to_owned() }
+        MqttConfig {
+            host: "127.0.0.1".to_owned(),
+            port: 1883,
+            prefix: "linegate".to_owned(),
+            forward: MqttForwardConfig::default(),
+        }
     }
 }
 
@@ -535,7 +544,17 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        Ok(MqttConfig { host, port, prefix })
+        let forward = self.validate_mqtt_forward(mqtt::RawMqttForward {
+            client_id: raw.client_id,
+            keep_alive: raw.keep_alive,
+            username: raw.username,
+            password_file: raw.password_file,
+            tls: raw.tls,
+            max_packet: raw.max_packet,
+            inflight: raw.inflight,
+            replay_rate: raw.replay_rate,
+        })?;
+        Ok(MqttConfig { host, port, prefix, forward })
     }
 
     fn validate_metrics(&self, raw: RawMetrics) -> Result<MetricsConfig> {

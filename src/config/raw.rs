@@ -76,6 +76,15 @@ pub(super) struct RawMqtt {
     pub(super) host: Option<String>,
     pub(super) port: Option<i64>,
     pub(super) prefix: Option<String>,
+    // Forwarding keys (`config/mqtt.rs`).
+    pub(super) client_id: Option<String>,
+    pub(super) keep_alive: Option<String>,
+    pub(super) username: Option<String>,
+    pub(super) password_file: Option<std::path::PathBuf>,
+    pub(super) tls: Option<super::mqtt::RawMqttTls>,
+    pub(super) max_packet: Option<i64>,
+    pub(super) inflight: Option<i64>,
+    pub(super) replay_rate: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

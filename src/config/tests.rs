@@ -99,7 +99,12 @@ fn contract_example_parses_exactly() {
             auto_bound_quantile: 0.99,
         },
         store: StoreConfig { path: PathBuf::from("/var/lib/linegate"), ..StoreConfig::default() },
-        mqtt: MqttConfig { host: "127.0.0.1".into(), port: 1883, prefix: "linegate".into() },
+        mqtt: MqttConfig {
+            host: "127.0.0.1".into(),
+            port: 1883,
+            prefix: "linegate".into(),
+            forward: Default::default(),
+        },
         metrics: MetricsConfig { listen: "127.0.0.1:9898".into() },
         source: vec![SourceConfig::Trace(TraceSource {
             path: PathBuf::from("fixtures/traces/demo.jsonl"),

@@ -59,6 +59,7 @@ mod journal;
 mod ledger;
 mod recovery;
 mod retention;
+mod outbox_read;
 mod seq;
 mod state;
 

@@ -1,0 +1,152 @@
+//! Benchmark driver for `benches/mqtt_drain.sh`: fills a store with a backlog, or drains it to a
+//! broker and reports rates.
+//!
+//! `mqtt_drain fill STORE MINUTES SENSORS` — per sensor and second one event and one 1 s frame of
+//!   3200 raw samples (journal `samples` line + outbox `Samples` record), as the pipeline would.
+//! `mqtt_drain drain STORE PORT` — runs the forwarder (unpaced, window 64) until the outbox is
+//!   empty; prints one JSON line with counts, seconds and rates.
+//! `mqtt_drain lines N FILE` — N event JSON lines for `mosquitto_pub -l` (same size as ours).
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use linegate::clock::{Clock, SystemClock};
+use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
+use linegate::outbox::OutboxRecord;
+use linegate::store::{Store, StoreOptions};
+
+const T0: i64 = 1_700_000_000_000;
+const RATE: usize = 3200;
+
+fn event_json(sensor: usize, seq: u64) -> String {
+    format!(
+        r#"{{"event_id":"gw.s{sensor}.{seq}","machine":"m{}","sensor":"s{sensor}","seq":{seq},"ts_ms":{},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":0.2}}"#,
+        sensor / 2,
+        T0 + 1000 * seq as i64
+    )
+}
+
+fn fill(path: &str, minutes: u64, sensors: usize) {
+    let mut store = Store::open(path.as_ref(), StoreOptions::default()).unwrap();
+    let data: Vec<String> = (0..RATE).map(|i| format!("{:.4}", ((i % 97) as f64) / 97.0)).collect();
+    let data = data.join(",");
+    for minute in 0..minutes {
+        let mut lines = Vec::new();
+        let mut recs = Vec::new();
+        let first = store.next_journal_pos();
+        for s in 0..60 {
+            let second = minute * 60 + s;
+            let t0 = T0 + 1000 * second as i64;
+            for sensor in 0..sensors {
+                let seq = second + 1;
+                let machine = format!("m{}", sensor / 2);
+                let line = format!(
+                    r#"{{"at":{t0},"kind":"samples","machine":"{machine}","sensor":"s{sensor}","t0_ms":{t0},"rate_hz":3200,"unit":"g","axis":"z","data":[{data}]}}"#
+                );
+                let pos = first + lines.len() as u64;
+                lines.push((t0, line.into_bytes()));
+                recs.push(OutboxRecord::Event {
+                    machine: machine.clone(),
+                    sensor: format!("s{sensor}"),
+                    seq,
+                    event_id: format!("gw.s{sensor}.{seq}"),
+                    json: event_json(sensor, seq).into_bytes(),
+                });
+                recs.push(OutboxRecord::Samples {
+                    machine,
+                    sensor: format!("s{sensor}"),
+                    journal_pos: pos,
+                    t0_ms: t0,
+                    rate_hz: RATE as f64,
+                    n: RATE as u32,
+                });
+            }
+        }
+        let range = store.append_journal(&lines).unwrap();
+        let bytes: Vec<Vec<u8>> = recs.iter().map(OutboxRecord::encode).collect();
+        store.checkpoint_with_ledger(range.end - 1, b"bench", &bytes, &[]).unwrap();
+    }
+}
+
+async fn drain(path: &str, port: u16) {
+    let store = Arc::new(Mutex::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
+    let (mut events, mut frames, mut sample_bytes) = (0u64, 0u64, 0u64);
+    for r in store.lock().unwrap().outbox_pending() {
+        match OutboxRecord::decode(&r.unwrap().1).unwrap() {
+            OutboxRecord::Event { .. } => events += 1,
+            OutboxRecord::Samples { n, .. } => {
+                frames += 1;
+                sample_bytes += 4 * u64::from(n);
+            }
+            _ => {}
+        }
+    }
+    let cfg = ForwarderConfig {
+        host: "127.0.0.1".into(),
+        port,
+        client_id: "linegate-bench".into(),
+        keep_alive: Duration::from_secs(30),
+        credentials: None,
+        tls: None,
+        session: SessionConfig {
+            topic_root: "linegate/bench".into(),
+            inflight: 64,
+            max_packet: 256 * 1024,
+            replay_rate: 0,
+            batch_events: 1000,
+            buffer: 512,
+            stall_ms: 60_000,
+        },
+        backoff_min: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(1),
+    };
+    let clock = Arc::new(SystemClock::new());
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let stats = Arc::new(ForwardStats::default());
+    let src: Arc<dyn OutboxSource> = store.clone();
+    let start = clock.monotonic_ms();
+    let task = tokio::spawn(run(
+        cfg,
+        src,
+        Arc::new(tokio::sync::Notify::new()),
+        clock.clone(),
+        stop_rx,
+        Some(stats.clone()),
+    ));
+    while !store.lock().unwrap().outbox_after(0, 1).unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = (clock.monotonic_ms() - start) as f64 / 1000.0;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let publishes = stats.publishes.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "{}",
+        serde_json::json!({
+            "events": events, "frames": frames, "publishes": publishes, "seconds": secs,
+            "events_per_s": events as f64 / secs,
+            "records_per_s": (events + frames) as f64 / secs,
+            "sample_mb_per_s": sample_bytes as f64 / 1e6 / secs,
+        })
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("fill") => fill(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap()),
+        Some("drain") => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(drain(&args[2], args[3].parse().unwrap())),
+        Some("lines") => {
+            let n: usize = args[2].parse().unwrap();
+            let text: String = (0..n).map(|i| event_json(i % 8, i as u64 / 8 + 1) + "\n").collect();
+            std::fs::write(&args[3], text).unwrap();
+        }
+        _ => eprintln!("usage: mqtt_drain fill STORE MINUTES SENSORS | drain STORE PORT | lines N FILE"),
+    }
+}

@@ -1,0 +1,303 @@
+//! The async shell around the session core: one rumqttc client per connection attempt, its event
+//! loop polled in a task of its own (it never publishes), PUBLISHes made from the driving task,
+//! acknowledgements committed to the store, bounded jittered reconnect backoff.
+//!
+//! Each attempt builds a fresh `AsyncClient` + `EventLoop` and drops them when the connection
+//! ends, so nothing rumqttc queued or kept in flight survives into the next connection: the
+//! outbox is the only truth, and a `CollisionTimeout` or a stalled connection (PUBLISHes in flight,
+//! no PUBACK for `stall_ms`) ends the attempt like any other error. MQTT 3.1.1 with
+//! `clean_session = true`: the broker keeps no session for us, and after every ConnAck the session
+//! core sends everything still in the outbox.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::{
+    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS,
+    TlsConfiguration, Transport,
+};
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::session::{Session, SessionConfig, OFFLINE, STATUS};
+use super::source::{OutboxSource, SourceError};
+use crate::clock::Clock;
+
+/// Everything the shell needs, resolved (secrets read, TLS built).
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    pub host: String,
+    pub port: u16,
+    pub client_id: String,
+    pub keep_alive: Duration,
+    /// `(username, password)`.
+    pub credentials: Option<(String, String)>,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub session: SessionConfig,
+    /// Reconnect backoff: from `backoff_min`, doubling per failed attempt, at most `backoff_max`,
+    /// each wait jittered down by up to a half.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+/// Why the forwarder stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("forwarder: {0}")]
+    Source(#[from] SourceError),
+    #[error("forwarder: a blocking store task failed: {0}")]
+    Join(String),
+}
+
+/// How one connection attempt ended.
+#[derive(Debug)]
+enum End {
+    Shutdown,
+    Lost(String),
+}
+
+/// Runs until `shutdown` turns true: connects, publishes, reconnects. `outbox_grew` is notified by
+/// the pipeline after each checkpoint that added outbox records. Returns an error only when the
+/// store fails (the daemon then reopens the store and restarts the forwarder).
+pub async fn run(
+    cfg: ForwarderConfig,
+    src: Arc<dyn OutboxSource>,
+    outbox_grew: Arc<Notify>,
+    clock: Arc<dyn Clock>,
+    mut shutdown: watch::Receiver<bool>,
+    stats: Option<Arc<ForwardStats>>,
+) -> Result<(), ForwardError> {
+    let mut session = Session::new(cfg.session.clone());
+    let mut failures: u32 = 0;
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        if let Some(s) = &stats {
+            s.attempts.fetch_add(1, Ordering::Relaxed);
+        }
+        let (client, eventloop) = build(&cfg);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let poller = tokio::spawn(poll(eventloop, tx));
+        let deps =
+            Deps { src: &src, outbox_grew: &outbox_grew, clock: &*clock, stats: stats.as_deref() };
+        let end = drive(&mut session, &client, rx, &deps, &mut shutdown).await;
+        let connected = session.connected();
+        session.on_disconnect();
+        match end {
+            Ok(End::Shutdown) => {
+                let _ = client.disconnect().await;
+                let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
+                return Ok(());
+            }
+            Ok(End::Lost(why)) => {
+                poller.abort();
+                failures = if connected { 1 } else { failures.saturating_add(1) };
+                let wait = backoff(&cfg, failures, clock.monotonic_ms());
+                tracing::warn!(broker = %format!("{}:{}", cfg.host, cfg.port), %why,
+                    retry_in_ms = wait.as_millis() as u64, "MQTT connection lost or refused");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+            Err(e) => {
+                poller.abort();
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// The wait before attempt `failures + 1`.
+fn backoff(cfg: &ForwarderConfig, failures: u32, seed: i64) -> Duration {
+    let min = cfg.backoff_min.as_millis() as u64;
+    let max = cfg.backoff_max.as_millis() as u64;
+    let full = min.saturating_mul(1u64 << failures.saturating_sub(1).min(20)).min(max).max(1);
+    let bytes = [seed.to_le_bytes(), i64::from(failures).to_le_bytes()].concat();
+    let jitter = xxhash_rust::xxh3::xxh3_64(&bytes) % (full / 2 + 1);
+    Duration::from_millis(full - jitter)
+}
+
+fn build(cfg: &ForwarderConfig) -> (AsyncClient, EventLoop) {
+    let s = &cfg.session;
+    let mut o = MqttOptions::new(&cfg.client_id, &cfg.host, cfg.port);
+    o.set_keep_alive(cfg.keep_alive)
+        .set_clean_session(true)
+        .set_max_packet_size(s.max_packet, s.max_packet)
+        .set_inflight(u16::try_from(s.inflight).unwrap_or(u16::MAX))
+        .set_last_will(LastWill::new(
+            format!("{}/{STATUS}", s.topic_root),
+            OFFLINE.to_vec(),
+            QoS::AtLeastOnce,
+            true,
+        ));
+    if let Some((u, p)) = &cfg.credentials {
+        o.set_credentials(u, p);
+    }
+    if let Some(tls) = &cfg.tls {
+        o.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(tls.clone())));
+    }
+    AsyncClient::new(o, s.inflight + 64)
+}
+
+/// Polls the event loop and hands every event to the driver; stops after the first error.
+async fn poll(mut eventloop: EventLoop, tx: mpsc::UnboundedSender<Result<Event, ConnectionError>>) {
+    loop {
+        let ev = eventloop.poll().await;
+        let failed = ev.is_err();
+        if tx.send(ev).is_err() || failed {
+            return;
+        }
+    }
+}
+
+fn describe(e: &ConnectionError) -> String {
+    match e {
+        ConnectionError::ConnectionRefused(code) => format!(
+            "broker refused the connection ({code:?}): check [mqtt] username, password_file and \
+             the broker's ACL"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Removes acknowledged records from the outbox (one commit), off the async threads.
+async fn commit_acks(
+    session: &mut Session,
+    src: &Arc<dyn OutboxSource>,
+    clock: &dyn Clock,
+) -> Result<(), ForwardError> {
+    let acks = session.take_acks();
+    if acks.is_empty() {
+        return Ok(());
+    }
+    let (src, at) = (src.clone(), clock.now_ms());
+    tokio::task::spawn_blocking(move || src.ack(&acks, at))
+        .await
+        .map_err(|e| ForwardError::Join(e.to_string()))??;
+    Ok(())
+}
+
+/// Counters a caller may watch (tests, benchmarks, metrics).
+#[derive(Debug, Default)]
+pub struct ForwardStats {
+    /// Connection attempts (each builds a client).
+    pub attempts: AtomicU64,
+    /// ConnAcks received.
+    pub connects: AtomicU64,
+    /// PUBLISHes handed to the client.
+    pub publishes: AtomicU64,
+    /// The most PUBLISHes ever awaiting a PUBACK at once.
+    pub inflight_peak: AtomicUsize,
+}
+
+/// What one connection attempt works with.
+struct Deps<'a> {
+    src: &'a Arc<dyn OutboxSource>,
+    outbox_grew: &'a Notify,
+    clock: &'a dyn Clock,
+    stats: Option<&'a ForwardStats>,
+}
+
+async fn drive(
+    session: &mut Session,
+    client: &AsyncClient,
+    mut rx: mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
+    deps: &Deps<'_>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<End, ForwardError> {
+    let Deps { src, outbox_grew, clock, stats } = *deps;
+    loop {
+        let wake = session.wake_in_ms().unwrap_or(1000).clamp(1, 1000) as u64;
+        let mut next = tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ev) => Some(ev),
+                None => return Ok(End::Lost("event loop ended".into())),
+            },
+            _ = outbox_grew.notified() => None,
+            _ = tokio::time::sleep(Duration::from_millis(wake)) => None,
+            _ = shutdown.changed() => return Ok(End::Shutdown),
+        };
+        // Handle everything already delivered before committing: one fsync for many PUBACKs.
+        while let Some(ev) = next {
+            let now = clock.monotonic_ms();
+            match ev {
+                Err(e) => return Ok(End::Lost(describe(&e))),
+                Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                    session.on_connack(now, &**src)?;
+                    if let Some(s) = stats {
+                        s.connects.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tracing::info!("MQTT connected");
+                }
+                Ok(Event::Incoming(Packet::PubAck(p))) => {
+                    if !session.on_puback(p.pkid, now) {
+                        tracing::warn!(pkid = p.pkid, "PUBACK for no PUBLISH in flight");
+                    }
+                }
+                Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
+                    if !session.on_outgoing_publish(pkid) {
+                        tracing::warn!(pkid, "PUBLISH written that the session did not make");
+                    }
+                }
+                Ok(_) => {}
+            }
+            next = rx.try_recv().ok();
+        }
+        commit_acks(session, src, clock).await?;
+        if session.stalled(clock.monotonic_ms()) {
+            return Ok(End::Lost("stalled: PUBLISHes in flight and no PUBACK".into()));
+        }
+        for p in session.next_publishes(clock.monotonic_ms(), &**src)? {
+            if let Some(s) = stats {
+                s.publishes.fetch_add(1, Ordering::Relaxed);
+                s.inflight_peak.fetch_max(session.in_flight(), Ordering::Relaxed);
+            }
+            if let Err(e) = client.publish(p.topic, QoS::AtLeastOnce, p.retain, p.payload).await {
+                return Ok(End::Lost(format!("client request channel closed: {e}")));
+            }
+        }
+        // Records that needed no PUBLISH (see `Session::next_publishes`) leave now.
+        commit_acks(session, src, clock).await?;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> ForwarderConfig {
+        ForwarderConfig {
+            host: "h".into(),
+            port: 1,
+            client_id: "c".into(),
+            keep_alive: Duration::from_secs(30),
+            credentials: None,
+            tls: None,
+            session: SessionConfig {
+                topic_root: "p/g".into(),
+                inflight: 4,
+                max_packet: 4096,
+                replay_rate: 0,
+                batch_events: 10,
+                buffer: 16,
+                stall_ms: 1000,
+            },
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(5000),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_is_bounded_and_jittered() {
+        let c = cfg();
+        for (failures, full) in [(1u32, 100u64), (2, 200), (4, 800), (30, 5000)] {
+            let waits: Vec<u64> =
+                (0..50).map(|s| backoff(&c, failures, s).as_millis() as u64).collect();
+            assert!(waits.iter().all(|&w| w <= full && w >= full / 2), "{failures}: {waits:?}");
+            assert!(waits.iter().any(|&w| w != waits[0]), "no jitter at {failures}");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! MQTT store-and-forward (issue 4, CONTRACTS section 10): the outbox drained to a broker with
+//! QoS 1, each record removed only after its PUBACK. The only code that touches rumqttc.
+//!
+//! - `session`: the pure session core (what to publish, PUBACK correlation, pace, priority);
+//!   `batch` and `payload` build the payloads; `samples_codec` (crate root) encodes raw frames.
+//! - `client`: the async shell (rumqttc event loop, reconnect backoff, acknowledgement commits).
+//! - `source`: the [`OutboxSource`] trait the daemon's store implements.
+//! - `security`: secrets files and TLS (rustls with ring).
+//!
+//! Wiring: the daemon wraps its `Store` in `Arc<Mutex<Store>>`, builds a [`ForwarderConfig`] with
+//! [`ForwarderConfig::from_config`], and spawns [`run`] with a `tokio::sync::Notify` it calls
+//! `notify_one()` on after every checkpoint that added outbox records. The forwarder keeps
+//! nothing the store does not: restarted on the same store, it sends everything still pending.
+
+mod batch;
+mod client;
+mod payload;
+mod security;
+mod session;
+mod source;
+
+use std::path::Path;
+use std::time::Duration;
+
+pub use client::{run, ForwardError, ForwardStats, ForwarderConfig};
+pub use security::{client_config, read_password, read_secret, secret_path, SecurityError};
+pub use session::{Publish, Session, SessionConfig, OFFLINE, ONLINE, STATUS};
+pub use source::{MemorySource, OutboxSource, SourceError};
+
+use crate::config::Config;
+
+impl ForwarderConfig {
+    /// The forwarder's settings from the configuration: reads the password file and the TLS
+    /// files (secrets refused when group or others can read them). `credentials_dir` is
+    /// `$CREDENTIALS_DIRECTORY` when systemd set it.
+    pub fn from_config(
+        config: &Config,
+        credentials_dir: Option<&Path>,
+    ) -> Result<ForwarderConfig, SecurityError> {
+        let m = &config.mqtt;
+        let f = &m.forward;
+        let credentials = match (&f.username, &f.password_file) {
+            (Some(u), Some(p)) => {
+                Some((u.clone(), read_password(&secret_path(p, credentials_dir))?))
+            }
+            (Some(u), None) => Some((u.clone(), String::new())),
+            _ => None,
+        };
+        let tls = f.tls.as_ref().map(|t| client_config(t, credentials_dir)).transpose()?;
+        let keep_alive = Duration::from_millis(f.keep_alive_ms.unsigned_abs());
+        Ok(ForwarderConfig {
+            host: m.host.clone(),
+            port: m.port,
+            client_id: f
+                .client_id
+                .clone()
+                .unwrap_or_else(|| format!("linegate-{}", config.gateway.id)),
+            keep_alive,
+            credentials,
+            tls,
+            session: SessionConfig {
+                topic_root: format!("{}/{}", m.prefix, config.gateway.id),
+                inflight: usize::from(f.inflight),
+                max_packet: f.max_packet,
+                replay_rate: f.replay_rate,
+                batch_events: 1000,
+                buffer: 2 * usize::from(f.inflight).max(256),
+                stall_ms: 2 * f.keep_alive_ms,
+            },
+            backoff_min: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+        })
+    }
+}

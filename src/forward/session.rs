@@ -1,0 +1,338 @@
+//! The MQTT session core: which outbox records to publish next, which PUBACK acknowledges which
+//! records, and when backlog may go. No network and no clock: the shell (`client.rs`) feeds it
+//! connection events and the time, and carries out what it returns. Reads go through
+//! [`OutboxSource`], so unit tests drive it with a [`super::MemorySource`].
+//!
+//! # Rules it keeps
+//!
+//! - A record leaves the outbox only through [`Session::take_acks`], i.e. after the PUBACK of every
+//!   PUBLISH that carried it. rumqttc's `publish` returns no packet id: PUBLISHes are handed over
+//!   in order and rumqttc reports `Outgoing::Publish(pkid)` in the same order, so the n-th such
+//!   report names the n-th unassigned flight.
+//! - Every connection starts clean ([`Session::on_connack`]): nothing is in flight, and everything
+//!   still in the outbox is sent again. Records older than the connection (sequence below the
+//!   outbox's next sequence at ConnAck) are *backlog*: their events carry `"replayed": true` and
+//!   they go at most `replay_rate` records per second. Younger records are *live* and go at once.
+//! - Alerts first (live or backlog, unpaced); then live records; then backlog. Within each of the
+//!   two streams, records go in outbox order, hence per sensor in `seq` order.
+//! - At most `inflight` PUBLISHes await a PUBACK.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::batch::{next_payloads, Item};
+use super::source::{OutboxSource, SourceError};
+use crate::outbox::OutboxRecord;
+
+/// Settings of the session core (from `[mqtt]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionConfig {
+    /// `{prefix}/{gateway}`: every topic starts with it.
+    pub topic_root: String,
+    /// PUBLISHes awaiting PUBACK, at most.
+    pub inflight: usize,
+    /// The broker's maximum packet size, in bytes, that every PUBLISH must fit.
+    pub max_packet: usize,
+    /// Backlog records per second; 0 means unpaced.
+    pub replay_rate: u32,
+    /// Events in one `{"events": [...]}` payload, at most.
+    pub batch_events: usize,
+    /// Records held in memory per stream (alerts, live, backlog), at most.
+    pub buffer: usize,
+    /// With PUBLISHes in flight and no PUBACK for this long, the connection is stalled.
+    pub stall_ms: i64,
+}
+
+/// One PUBLISH to make (QoS 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Publish {
+    pub topic: String,
+    pub payload: Vec<u8>,
+    pub retain: bool,
+}
+
+/// A PUBLISH handed to the client, awaiting its packet id and then its PUBACK.
+#[derive(Debug)]
+struct Flight {
+    pkid: Option<u16>,
+    /// Records complete once this PUBACK arrives.
+    seqs: Vec<u64>,
+    /// A record split over several PUBLISHes (raw samples), complete when all are acknowledged.
+    part_of: Option<u64>,
+}
+
+/// The session core. See the module documentation.
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    connected: bool,
+    /// Records below this sequence are backlog for the current connection.
+    boundary: u64,
+    alert_cursor: u64,
+    backlog_cursor: u64,
+    live_cursor: u64,
+    alerts: VecDeque<(u64, OutboxRecord)>,
+    backlog: VecDeque<(u64, OutboxRecord)>,
+    live: VecDeque<(u64, OutboxRecord)>,
+    flights: VecDeque<Flight>,
+    /// Outstanding PUBLISHes of each split record.
+    parts: HashMap<u64, usize>,
+    acked: Vec<u64>,
+    tokens: f64,
+    refilled_ms: i64,
+    progress_ms: i64,
+    status_due: bool,
+}
+
+/// Topic suffix of the retained status.
+pub const STATUS: &str = "status";
+/// The retained status payload while connected; the last will says `offline`.
+pub const ONLINE: &[u8] = br#"{"state":"online"}"#;
+pub const OFFLINE: &[u8] = br#"{"state":"offline"}"#;
+
+impl Session {
+    pub fn new(cfg: SessionConfig) -> Self {
+        Session {
+            cfg,
+            connected: false,
+            boundary: 1,
+            alert_cursor: 0,
+            backlog_cursor: 0,
+            live_cursor: 0,
+            alerts: VecDeque::new(),
+            backlog: VecDeque::new(),
+            live: VecDeque::new(),
+            flights: VecDeque::new(),
+            parts: HashMap::new(),
+            acked: Vec::new(),
+            tokens: 0.0,
+            refilled_ms: 0,
+            progress_ms: 0,
+            status_due: false,
+        }
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    /// The broker accepted a new connection: start over from the outbox.
+    pub fn on_connack(&mut self, now_ms: i64, src: &dyn OutboxSource) -> Result<(), SourceError> {
+        self.on_disconnect();
+        self.boundary = src.next_seq()?;
+        self.live_cursor = self.boundary - 1;
+        self.connected = true;
+        self.status_due = true;
+        self.tokens = 1.0;
+        self.refilled_ms = now_ms;
+        self.progress_ms = now_ms;
+        Ok(())
+    }
+
+    /// The connection is gone: nothing in flight will be acknowledged any more.
+    pub fn on_disconnect(&mut self) {
+        self.connected = false;
+        self.alert_cursor = 0;
+        self.backlog_cursor = 0;
+        self.alerts.clear();
+        self.backlog.clear();
+        self.live.clear();
+        self.flights.clear();
+        self.parts.clear();
+    }
+
+    /// rumqttc wrote a PUBLISH with packet id `pkid`: the oldest flight without one.
+    pub fn on_outgoing_publish(&mut self, pkid: u16) -> bool {
+        match self.flights.iter_mut().find(|f| f.pkid.is_none()) {
+            Some(f) => {
+                f.pkid = Some(pkid);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The broker acknowledged packet `pkid`. Returns false for an unknown packet id.
+    pub fn on_puback(&mut self, pkid: u16, now_ms: i64) -> bool {
+        let Some(i) = self.flights.iter().position(|f| f.pkid == Some(pkid)) else {
+            return false;
+        };
+        let Some(f) = self.flights.remove(i) else { return false };
+        self.progress_ms = now_ms;
+        self.acked.extend(f.seqs);
+        if let Some(seq) = f.part_of {
+            let left = self.parts.entry(seq).or_insert(1);
+            *left -= 1;
+            if *left == 0 {
+                self.parts.remove(&seq);
+                self.acked.push(seq);
+            }
+        }
+        true
+    }
+
+    /// Records whose publication is complete: the caller removes them from the outbox.
+    pub fn take_acks(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.acked)
+    }
+
+    /// Records acknowledged but not yet taken, plus those that need no publication.
+    pub fn acks_waiting(&self) -> usize {
+        self.acked.len()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected
+    }
+
+    /// PUBLISHes await a PUBACK and none came for `stall_ms`: the shell rebuilds the client.
+    pub fn stalled(&self, now_ms: i64) -> bool {
+        self.connected && !self.flights.is_empty() && now_ms - self.progress_ms > self.cfg.stall_ms
+    }
+
+    /// Milliseconds until backlog may go again, when backlog waits only for its pace.
+    pub fn wake_in_ms(&self) -> Option<i64> {
+        let paced = self.cfg.replay_rate > 0 && self.tokens < 1.0;
+        let waiting = self.connected && !self.backlog.is_empty() && self.has_room();
+        (paced && waiting)
+            .then(|| ((1.0 - self.tokens) * 1000.0 / f64::from(self.cfg.replay_rate)).ceil() as i64)
+            .map(|ms| ms.max(1))
+    }
+
+    fn has_room(&self) -> bool {
+        self.flights.len() < self.cfg.inflight
+    }
+
+    fn refill(&mut self, now_ms: i64) {
+        let rate = f64::from(self.cfg.replay_rate);
+        let elapsed = (now_ms - self.refilled_ms).max(0) as f64;
+        let burst = (rate / 10.0).max(1.0);
+        self.tokens = (self.tokens + elapsed * rate / 1000.0).min(burst);
+        self.refilled_ms = now_ms;
+    }
+
+    /// Loads records into the three buffers, up to `buffer` each.
+    fn fill(&mut self, src: &dyn OutboxSource) -> Result<(), SourceError> {
+        let n = self.cfg.buffer;
+        let last_backlog = self.boundary - 1;
+        // Backlog alerts: scanned ahead of the backlog stream, a few pages per call.
+        for _ in 0..16 {
+            if self.alert_cursor >= last_backlog || self.alerts.len() >= n {
+                break;
+            }
+            let page = src.pending(self.alert_cursor, n)?;
+            self.alert_cursor = page.last().map_or(last_backlog, |(s, _)| (*s).min(last_backlog));
+            let alerts = page.into_iter().filter(|(s, r)| *s < self.boundary && is_alert(r));
+            self.alerts.extend(alerts);
+        }
+        if self.backlog.len() < n / 2 && self.backlog_cursor < last_backlog {
+            let page = src.pending(self.backlog_cursor, n - self.backlog.len())?;
+            self.backlog_cursor = page.last().map_or(last_backlog, |(s, _)| (*s).min(last_backlog));
+            let items = page.into_iter().filter(|(s, r)| *s < self.boundary && !is_alert(r));
+            self.backlog.extend(items);
+        }
+        if self.live.len() < n / 2 {
+            let page = src.pending(self.live_cursor, n - self.live.len())?;
+            if let Some((s, _)) = page.last() {
+                self.live_cursor = *s;
+            }
+            for (s, r) in page {
+                if is_alert(&r) {
+                    self.alerts.push_back((s, r));
+                } else {
+                    self.live.push_back((s, r));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What to publish now: the retained status after a ConnAck, then alerts, live records and
+    /// paced backlog while the in-flight window has room. Records needing no PUBLISH (raw samples
+    /// whose journal record is gone) are acknowledged at once.
+    pub fn next_publishes(
+        &mut self,
+        now_ms: i64,
+        src: &dyn OutboxSource,
+    ) -> Result<Vec<Publish>, SourceError> {
+        let mut out = Vec::new();
+        if !self.connected {
+            return Ok(out);
+        }
+        if self.status_due {
+            self.status_due = false;
+            out.push(self.flight(STATUS, ONLINE.to_vec(), true, Vec::new(), None));
+        }
+        self.refill(now_ms);
+        while self.has_room() {
+            self.fill(src)?;
+            let paced = self.cfg.replay_rate > 0;
+            let (queue, replayed, budget) = if !self.alerts.is_empty() {
+                (&mut self.alerts, false, usize::MAX)
+            } else if !self.live.is_empty() {
+                (&mut self.live, false, usize::MAX)
+            } else if !self.backlog.is_empty() && (!paced || self.tokens >= 1.0) {
+                let budget = if paced { self.tokens as usize } else { usize::MAX };
+                (&mut self.backlog, true, budget)
+            } else {
+                break;
+            };
+            let taken = next_payloads(queue, replayed, budget, &self.cfg, src, now_ms)?;
+            if paced && replayed {
+                self.tokens -= taken.records as f64;
+            }
+            self.acked.extend(taken.unpublishable);
+            for item in taken.items {
+                out.push(self.item_flight(item));
+            }
+        }
+        Ok(out)
+    }
+
+    fn item_flight(&mut self, item: Item) -> Publish {
+        let topic = format!("{}/{}", self.cfg.topic_root, item.topic_suffix);
+        match item.part_of {
+            Some((seq, parts)) => {
+                self.parts.insert(seq, parts);
+                self.flight_full(topic, item.payload, false, item.seqs, Some(seq))
+            }
+            None => self.flight_full(topic, item.payload, false, item.seqs, None),
+        }
+    }
+
+    fn flight(
+        &mut self,
+        suffix: &str,
+        payload: Vec<u8>,
+        retain: bool,
+        seqs: Vec<u64>,
+        part_of: Option<u64>,
+    ) -> Publish {
+        let topic = format!("{}/{suffix}", self.cfg.topic_root);
+        self.flight_full(topic, payload, retain, seqs, part_of)
+    }
+
+    fn flight_full(
+        &mut self,
+        topic: String,
+        payload: Vec<u8>,
+        retain: bool,
+        seqs: Vec<u64>,
+        part_of: Option<u64>,
+    ) -> Publish {
+        self.flights.push_back(Flight { pkid: None, seqs, part_of });
+        Publish { topic, payload, retain }
+    }
+}
+
+fn is_alert(r: &OutboxRecord) -> bool {
+    matches!(r, OutboxRecord::Alert { .. })
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+#[allow(clippy::unwrap_used)]
+mod tests;

@@ -1,0 +1,372 @@
+//! The session core without a network: a fake broker answers PUBLISHes in order.
+
+use super::*;
+use crate::event::Unit;
+use crate::forward::MemorySource;
+use crate::outbox::{GapNotice, GapRange};
+use crate::trace::SamplesRecord;
+
+fn cfg() -> SessionConfig {
+    SessionConfig {
+        topic_root: "lg/gw".into(),
+        inflight: 4,
+        max_packet: 4096,
+        replay_rate: 0,
+        batch_events: 3,
+        buffer: 8,
+        stall_ms: 10_000,
+    }
+}
+
+fn event(sensor: &str, seq: u64) -> OutboxRecord {
+    let json = format!(r#"{{"event_id":"m.{sensor}.{seq}","seq":{seq},"ts_ms":{}}}"#, 1000 * seq);
+    OutboxRecord::Event {
+        machine: "m".into(),
+        sensor: sensor.into(),
+        seq,
+        event_id: format!("m.{sensor}.{seq}"),
+        json: json.into_bytes(),
+    }
+}
+
+fn alert(n: u32) -> OutboxRecord {
+    OutboxRecord::Alert {
+        machine: "m".into(),
+        alert_id: format!("a{n}"),
+        revision: 0,
+        json: format!(r#"{{"alert_id":"a{n}","also":[]}}"#).into_bytes(),
+    }
+}
+
+/// A broker that assigns packet ids in order and acknowledges on request.
+struct Fake {
+    s: Session,
+    next_pkid: u16,
+    /// Packet ids written and not yet acknowledged.
+    outstanding: Vec<u16>,
+}
+
+impl Fake {
+    fn connect(cfg: SessionConfig, src: &MemorySource) -> Fake {
+        let mut s = Session::new(cfg);
+        s.on_connack(0, src).unwrap();
+        Fake { s, next_pkid: 1, outstanding: Vec::new() }
+    }
+    /// Asks for PUBLISHes and reports each as written; returns them.
+    fn pump(&mut self, now: i64, src: &MemorySource) -> Vec<(u16, Publish)> {
+        let out = self.s.next_publishes(now, src).unwrap();
+        let mut got = Vec::new();
+        for p in out {
+            let pkid = self.next_pkid;
+            self.next_pkid += 1;
+            assert!(self.s.on_outgoing_publish(pkid));
+            got.push((pkid, p));
+            self.outstanding.push(pkid);
+        }
+        got
+    }
+    fn ack_all(&mut self, pkids: &[u16], now: i64, src: &MemorySource) {
+        for &p in pkids {
+            assert!(self.s.on_puback(p, now));
+            self.outstanding.retain(|&o| o != p);
+        }
+        let acks = self.s.take_acks();
+        if !acks.is_empty() {
+            src.ack(&acks, now).unwrap();
+        }
+    }
+    /// Pumps and acknowledges until nothing is left to send.
+    fn drain(&mut self, src: &MemorySource) -> Vec<Publish> {
+        let mut all = Vec::new();
+        for now in 1..10_000 {
+            let got = self.pump(now, src);
+            let quiet = got.is_empty() && self.s.acks_waiting() == 0;
+            let pkids = self.outstanding.clone();
+            self.ack_all(&pkids, now, src);
+            if quiet && pkids.is_empty() {
+                break;
+            }
+            all.extend(got.into_iter().map(|(_, p)| p));
+        }
+        all
+    }
+}
+
+fn events_in(p: &Publish) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_slice(&p.payload).unwrap();
+    v["events"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn status_first_then_alerts_then_batched_events_and_acks_only_on_puback() {
+    let src = MemorySource::new();
+    let mut f = Fake::connect(cfg(), &src);
+    for i in 1..=4 {
+        src.push(event("s1", i)).unwrap();
+    }
+    src.push(alert(1)).unwrap();
+    let got = f.pump(1, &src);
+    assert_eq!(got[0].1.topic, "lg/gw/status");
+    assert!(got[0].1.retain);
+    assert_eq!(got[0].1.payload, ONLINE);
+    assert_eq!(got[1].1.topic, "lg/gw/alerts/m");
+    assert_eq!(got[2].1.topic, "lg/gw/events/m/s1");
+    let first = events_in(&got[2].1);
+    assert_eq!(first.len(), 3, "batch_events is 3");
+    assert_eq!(first[0]["seq"], 1);
+    assert_eq!(first[0].get("replayed"), None, "live events are not marked");
+    assert_eq!(events_in(&got[3].1)[0]["seq"], 4);
+    // Nothing leaves the outbox before its PUBACK; a PUBACK acknowledges exactly its records.
+    assert_eq!(src.pending_seqs().unwrap().len(), 5);
+    f.ack_all(&[got[2].0], 2, &src);
+    assert_eq!(src.pending_seqs().unwrap(), vec![4, 5]);
+    assert!(!f.s.on_puback(999, 3), "unknown packet id");
+}
+
+#[test]
+fn records_pending_at_connack_are_backlog_replayed_after_live() {
+    let src = MemorySource::new();
+    src.push(event("s1", 1)).unwrap();
+    src.push(event("s1", 2)).unwrap();
+    let mut f = Fake::connect(cfg(), &src);
+    src.push(event("s2", 1)).unwrap();
+    let all = f.drain(&src);
+    let events: Vec<&Publish> = all.iter().filter(|p| p.topic.contains("/events/")).collect();
+    assert_eq!(events[0].topic, "lg/gw/events/m/s2", "live goes before backlog");
+    assert_eq!(events_in(events[0])[0].get("replayed"), None);
+    let replayed = events_in(events[1]);
+    assert_eq!(replayed.len(), 2);
+    assert!(replayed.iter().all(|e| e["replayed"] == true));
+    assert!(src.pending_seqs().unwrap().is_empty());
+}
+
+#[test]
+fn a_disconnect_resends_everything_unacknowledged_after_the_next_connack() {
+    let src = MemorySource::new();
+    let mut f = Fake::connect(cfg(), &src);
+    for i in 1..=2 {
+        src.push(event("s1", i)).unwrap();
+    }
+    src.push(alert(7)).unwrap();
+    let got = f.pump(1, &src);
+    assert_eq!(got.len(), 3); // status, alert, one batch
+    f.ack_all(&[got[1].0], 2, &src); // only the alert is acknowledged
+    f.s.on_disconnect();
+    f.outstanding.clear(); // the connection and its packet ids are gone
+    assert_eq!(f.s.in_flight(), 0);
+    assert!(f.s.next_publishes(3, &src).unwrap().is_empty(), "nothing while disconnected");
+    f.s.on_connack(4, &src).unwrap();
+    let again = f.drain(&src);
+    let batches: Vec<_> = again.iter().filter(|p| p.topic.contains("/events/")).collect();
+    assert_eq!(batches.len(), 1);
+    let evs = events_in(batches[0]);
+    assert_eq!((evs[0]["seq"].clone(), evs[1]["seq"].clone()), (1.into(), 2.into()));
+    assert!(evs.iter().all(|e| e["replayed"] == true));
+    assert!(!again.iter().any(|p| p.topic.contains("alerts")), "acked alert not resent");
+}
+
+#[test]
+fn in_flight_window_is_bounded() {
+    let src = MemorySource::new();
+    let mut c = cfg();
+    c.batch_events = 1;
+    let mut f = Fake::connect(c, &src);
+    for i in 1..=20 {
+        src.push(event("s1", i)).unwrap();
+    }
+    let got = f.pump(1, &src);
+    assert_eq!(got.len(), 4, "status + 3 = inflight 4");
+    assert!(f.pump(2, &src).is_empty(), "window full");
+    f.ack_all(&[got[1].0], 3, &src);
+    assert_eq!(f.pump(4, &src).len(), 1);
+    let all = f.drain(&src);
+    let seqs: Vec<i64> =
+        all.iter().flat_map(events_in).map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, (5..=20).collect::<Vec<_>>(), "the rest, in order");
+}
+
+#[test]
+fn backlog_is_paced_and_live_data_is_not() {
+    let src = MemorySource::new();
+    let mut c = cfg();
+    c.replay_rate = 10; // records per second, burst 1
+    c.batch_events = 10;
+    c.inflight = 50;
+    for i in 1..=30 {
+        src.push(event("s1", i)).unwrap();
+    }
+    let mut f = Fake::connect(c, &src);
+    let mut sent_by = Vec::new();
+    for now in (0..=3000).step_by(100) {
+        if now == 1500 {
+            src.push(event("s2", 1)).unwrap();
+        }
+        let got = f.pump(now, &src);
+        for (_, p) in &got {
+            for e in events_in(p) {
+                sent_by.push((now, e["event_id"].as_str().unwrap().to_owned()));
+            }
+        }
+        let pkids: Vec<u16> = got.iter().map(|(p, _)| *p).collect();
+        f.ack_all(&pkids, now, &src);
+    }
+    let backlog_by =
+        |t: i64| sent_by.iter().filter(|(n, id)| *n <= t && id.contains(".s1.")).count();
+    assert!(backlog_by(1000) <= 11, "10/s pace: {}", backlog_by(1000));
+    assert!(backlog_by(3000) >= 25, "pace keeps going: {}", backlog_by(3000));
+    let live = sent_by.iter().find(|(_, id)| id == "m.s2.1").unwrap();
+    assert_eq!(live.0, 1500, "live event goes at once despite the backlog");
+    assert!(f.s.wake_in_ms().is_none() || f.s.wake_in_ms().unwrap() <= 100);
+}
+
+#[test]
+fn backlog_alerts_go_before_backlog_events_even_far_behind() {
+    let src = MemorySource::new();
+    let mut c = cfg();
+    c.batch_events = 1;
+    c.inflight = 2;
+    for i in 1..=40 {
+        src.push(event("s1", i)).unwrap();
+    }
+    src.push(alert(1)).unwrap();
+    let mut f = Fake::connect(c, &src);
+    let got = f.pump(1, &src);
+    assert_eq!(got[1].1.topic, "lg/gw/alerts/m", "alert behind 40 records (buffer 8) goes first");
+}
+
+#[test]
+fn per_sensor_order_holds_and_batches_stop_at_other_record_kinds() {
+    let src = MemorySource::new();
+    let mut c = cfg();
+    c.batch_events = 10;
+    let mut f = Fake::connect(c, &src);
+    src.push(event("s1", 1)).unwrap();
+    src.push(event("s2", 1)).unwrap();
+    src.push(event("s1", 2)).unwrap();
+    src.push(OutboxRecord::Gap(GapNotice {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        range: GapRange::Events { from_seq: 3, to_seq: 3 },
+        reason: "sensor_fault".into(),
+        declared_at_ms: 0,
+    }))
+    .unwrap();
+    src.push(event("s1", 4)).unwrap();
+    let all = f.drain(&src);
+    let topics: Vec<&str> = all.iter().map(|p| p.topic.as_str()).collect();
+    assert_eq!(
+        topics,
+        [
+            "lg/gw/status",
+            "lg/gw/events/m/s1",
+            "lg/gw/events/m/s2",
+            "lg/gw/gaps/s1",
+            "lg/gw/events/m/s1"
+        ]
+    );
+    assert_eq!(events_in(&all[1]).len(), 2, "s1 events 1 and 2 batched across s2's");
+}
+
+#[test]
+fn oversized_records_never_loop() {
+    let src = MemorySource::new();
+    let mut f = Fake::connect(cfg(), &src);
+    let big = format!(r#"{{"event_id":"m.s1.1","pad":"{}"}}"#, "x".repeat(5000));
+    src.push(OutboxRecord::Event {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        seq: 1,
+        event_id: "m.s1.1".into(),
+        json: big.into_bytes(),
+    })
+    .unwrap();
+    src.push(OutboxRecord::Samples {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        journal_pos: 9,
+        t0_ms: 5000,
+        rate_hz: 1000.0,
+        n: 3000,
+    })
+    .unwrap();
+    src.put_samples(
+        9,
+        SamplesRecord {
+            machine: "m".into(),
+            sensor: "s1".into(),
+            t0_ms: 5000,
+            rate_hz: 1000.0,
+            unit: Unit::G,
+            axis: Some("z".into()),
+            clock: None,
+            data: (0..3000).map(|i| f64::from(i) / 1000.0).collect(),
+        },
+    )
+    .unwrap();
+    src.push(OutboxRecord::Samples {
+        machine: "m".into(),
+        sensor: "s9".into(),
+        journal_pos: 10, // not in the journal any more
+        t0_ms: 0,
+        rate_hz: 1.0,
+        n: 1,
+    })
+    .unwrap();
+    let all = f.drain(&src);
+    assert!(src.pending_seqs().unwrap().is_empty(), "every record left the outbox");
+    let gap: serde_json::Value = serde_json::from_slice(&all[1].payload).unwrap();
+    assert_eq!(all[1].topic, "lg/gw/gaps/s1");
+    assert_eq!(gap["reason"], "oversized");
+    assert_eq!(gap["range"]["from_seq"], 1);
+    let frames: Vec<_> = all.iter().filter(|p| p.topic == "lg/gw/samples/m/s1").collect();
+    assert_eq!(frames.len(), 3, "12 KB of samples in 4 KiB packets");
+    assert!(all.iter().all(|p| p.payload.len() + p.topic.len() + 9 <= 4096));
+    let n: usize = frames
+        .iter()
+        .map(|p| crate::samples_codec::SamplesFrame::decode(&p.payload).unwrap().values.len())
+        .sum();
+    assert_eq!(n, 3000);
+}
+
+#[test]
+fn a_split_record_is_acknowledged_only_when_every_part_is() {
+    let src = MemorySource::new();
+    let mut f = Fake::connect(cfg(), &src);
+    src.push(OutboxRecord::Samples {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        journal_pos: 1,
+        t0_ms: 0,
+        rate_hz: 100.0,
+        n: 2000,
+    })
+    .unwrap();
+    let data = vec![0.5; 2000];
+    let rec = SamplesRecord {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        t0_ms: 0,
+        rate_hz: 100.0,
+        unit: Unit::G,
+        axis: None,
+        clock: None,
+        data,
+    };
+    src.put_samples(1, rec).unwrap();
+    let got = f.pump(1, &src);
+    assert_eq!(got.len(), 3, "status + 2 frames");
+    f.ack_all(&[got[2].0], 2, &src);
+    assert_eq!(src.pending_seqs().unwrap(), vec![1]);
+    f.ack_all(&[got[1].0], 3, &src);
+    assert!(src.pending_seqs().unwrap().is_empty());
+}
+
+#[test]
+fn a_connection_without_pubacks_is_stalled() {
+    let src = MemorySource::new();
+    let mut f = Fake::connect(cfg(), &src);
+    src.push(event("s1", 1)).unwrap();
+    f.pump(0, &src);
+    assert!(!f.s.stalled(10_000));
+    assert!(f.s.stalled(10_001));
+}

@@ -1,0 +1,61 @@
+//! Range reads of the outbox (`o/` keys of tree `state`), for the forwarder: it reads the
+//! records after the last one it holds, a bounded number at a time, instead of the whole outbox.
+
+use super::state::{outbox_key, OUTBOX};
+use super::{corrupt, Result, Store, StoreError, STATE};
+
+impl Store {
+    /// At most `limit` outbox records `(sequence, bytes)` with sequence `> after`, in order.
+    pub fn outbox_after(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+        let Some(from) = after.checked_add(1) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for kv in self.state.range(outbox_key(from)..).take(limit) {
+            let (k, v) = kv.map_err(|source| StoreError::Sled {
+                path: self.path.clone(),
+                op: "range over o/ in tree state".into(),
+                source,
+            })?;
+            let Some(seq) =
+                k.strip_prefix(OUTBOX).map(|r| <[u8; 8]>::try_from(r).map(u64::from_be_bytes))
+            else {
+                break; // past the o/ keys
+            };
+            let seq =
+                seq.map_err(|_| corrupt(&self.path, STATE, &k, "outbox key is not o/ + 8 bytes"))?;
+            out.push((seq, v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Whether outbox record `seq` is still pending.
+    pub fn outbox_contains(&self, seq: u64) -> Result<bool> {
+        self.state.contains_key(outbox_key(seq)).map_err(|source| StoreError::Sled {
+            path: self.path.clone(),
+            op: "look up an o/ key in tree state".into(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::store::{Store, StoreOptions};
+
+    #[test]
+    fn reads_a_bounded_range_after_a_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+        let recs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i]).collect();
+        s.checkpoint(1, b"d", &recs).unwrap();
+        s.outbox_ack(2).unwrap();
+        let got = s.outbox_after(0, 3).unwrap();
+        assert_eq!(got, vec![(1, vec![0]), (3, vec![2]), (4, vec![3])]);
+        assert_eq!(s.outbox_after(4, 10).unwrap(), vec![(5, vec![4])]);
+        assert!(s.outbox_after(5, 10).unwrap().is_empty());
+        assert!(s.outbox_after(u64::MAX, 10).unwrap().is_empty());
+        assert!(s.outbox_contains(3).unwrap());
+        assert!(!s.outbox_contains(2).unwrap());
+    }
+}

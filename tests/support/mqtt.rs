@@ -1,0 +1,338 @@
+//! Real parts for the MQTT tests: a mosquitto broker per test (own port, own config file in a
+//! tempdir), an independent subscriber (`mosquitto_sub`, hex payloads), a TCP proxy that can hold
+//! or delay the broker's replies, and a real `Store` filled the way the pipeline fills it.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use linegate::outbox::OutboxRecord;
+use linegate::store::{Store, StoreOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream as TokioStream};
+use tokio::sync::watch;
+
+/// Polls `ok` every 20 ms, up to `tries` times; panics with `what` if it never holds.
+pub fn wait_for(what: &str, tries: u32, mut ok: impl FnMut() -> bool) {
+    for _ in 0..tries {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// The async form of [`wait_for`], for use inside the test's runtime.
+pub async fn wait_until(what: &str, tries: u32, mut ok: impl FnMut() -> bool) {
+    for _ in 0..tries {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A mosquitto process with its config file.
+pub struct Broker {
+    pub port: u16,
+    pub conf: PathBuf,
+    child: Option<Child>,
+}
+
+impl Broker {
+    /// Starts mosquitto on `port` with `extra` config lines; waits until it accepts connections.
+    pub fn start(dir: &Path, port: u16, extra: &str) -> Broker {
+        let conf = dir.join(format!("mosquitto-{port}.conf"));
+        let text = format!(
+            "user root\nlistener {port} 127.0.0.1\nallow_anonymous true\nlog_dest file {}\n\
+             log_type all\n{extra}\n",
+            dir.join(format!("mosquitto-{port}.log")).display()
+        );
+        std::fs::write(&conf, text).unwrap();
+        let mut b = Broker { port, conf, child: None };
+        b.restart();
+        b
+    }
+
+    pub fn restart(&mut self) {
+        // Debian installs the broker in /usr/sbin, which a non-root PATH may lack.
+        let exe = ["/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("mosquitto");
+        let child = Command::new(exe)
+            .arg("-c")
+            .arg(&self.conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto must be installed (.ci/run installs it)");
+        self.child = Some(child);
+        let port = self.port;
+        wait_for("mosquitto to listen", 500, || TcpStream::connect(("127.0.0.1", port)).is_ok());
+    }
+
+    /// Stops the broker (SIGTERM) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        let log = self.conf.with_file_name(format!("mosquitto-{}.log", self.port));
+        std::fs::read_to_string(log).unwrap_or_default()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `mosquitto_sub` on `{root}/#` at QoS 1, recording `topic hex-payload` lines.
+pub struct Subscriber {
+    out: PathBuf,
+    child: Child,
+    port: u16,
+    args: Vec<String>,
+}
+
+impl Subscriber {
+    /// Starts and waits until it receives a probe published on `{root}/probe`.
+    pub fn start(dir: &Path, port: u16, root: &str, args: &[&str]) -> Subscriber {
+        let out = dir.join(format!("sub-{port}-{}.txt", free_port()));
+        let file = std::fs::File::create(&out).unwrap();
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let child = Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-F", "%t %x"])
+            .args(["-t", &format!("{root}/#")])
+            .args(&args)
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto_sub must be installed (.ci/run installs it)");
+        let s = Subscriber { out, child, port, args };
+        let probe = format!("{root}/probe");
+        wait_for("the subscriber to receive a probe", 250, || {
+            let _ = Command::new("mosquitto_pub")
+                .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-t", &probe])
+                .args(["-m", "probe"])
+                .args(&s.args)
+                .status();
+            s.messages().iter().any(|(t, _)| *t == probe)
+        });
+        s
+    }
+
+    /// Everything received so far, in arrival order (probes included).
+    pub fn messages(&self) -> Vec<(String, Vec<u8>)> {
+        let Ok(f) = std::fs::File::open(&self.out) else { return Vec::new() };
+        BufReader::new(f)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|l| {
+                let (t, hex) = l.split_once(' ').unwrap_or((l.as_str(), ""));
+                let bytes: Option<Vec<u8>> = (0..hex.len() / 2)
+                    .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                    .collect();
+                // A line still being written may be cut: keep only whole ones.
+                (hex.len() % 2 == 0).then_some(())?;
+                Some((t.to_owned(), bytes?))
+            })
+            .collect()
+    }
+
+    /// Messages on topics containing `part`.
+    pub fn on(&self, part: &str) -> Vec<(String, Vec<u8>)> {
+        self.messages().into_iter().filter(|(t, _)| t.contains(part)).collect()
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Events `(event_id, seq, ts_ms, replayed)` in the `events/...` payloads received, in order.
+pub fn received_events(msgs: &[(String, Vec<u8>)]) -> Vec<(String, serde_json::Value)> {
+    let mut out = Vec::new();
+    for (t, p) in msgs.iter().filter(|(t, _)| t.contains("/events/")) {
+        let v: serde_json::Value = serde_json::from_slice(p).unwrap();
+        for e in v["events"].as_array().unwrap() {
+            out.push((t.clone(), e.clone()));
+        }
+    }
+    out
+}
+
+/// A TCP proxy in front of the broker: `open` false refuses connections and cuts existing ones;
+/// replies from the broker reach the client `delay` late (each chunk, pipelined).
+pub struct Proxy {
+    pub port: u16,
+    pub open: watch::Sender<bool>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: u16, delay: Duration) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, open_rx) = watch::channel(true);
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else { return };
+                if !*open_rx.borrow() {
+                    continue; // dropped: refused
+                }
+                tokio::spawn(pipe(client, upstream, delay, open_rx.clone()));
+            }
+        });
+        Proxy { port, open }
+    }
+}
+
+async fn pipe(
+    client: TokioStream,
+    upstream: u16,
+    delay: Duration,
+    mut open: watch::Receiver<bool>,
+) {
+    let Ok(server) = TokioStream::connect(("127.0.0.1", upstream)).await else { return };
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let up = async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = cr.read(&mut buf).await {
+            if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let down_read = async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = sr.read(&mut buf).await {
+            if n == 0 || tx.send((tokio::time::Instant::now() + delay, buf[..n].to_vec())).is_err()
+            {
+                break;
+            }
+        }
+    };
+    let down_write = async move {
+        while let Some((at, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            if cw.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    };
+    let closed = async move {
+        while *open.borrow() {
+            if open.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = up => {}
+        _ = async { tokio::join!(down_read, down_write) } => {}
+        _ = closed => {}
+    }
+}
+
+/// A real store in `dir`, filled the way the pipeline fills it.
+pub struct TestStore {
+    pub store: Arc<Mutex<Store>>,
+}
+
+impl TestStore {
+    pub fn open(dir: &Path) -> TestStore {
+        let store = Store::open(&dir.join("store"), StoreOptions::default()).unwrap();
+        TestStore { store: Arc::new(Mutex::new(store)) }
+    }
+
+    /// Appends `lines` to the journal and checkpoints with `records`; a record built by
+    /// `records` may name the journal position of line `i` as `first + i`.
+    pub fn add(&self, lines: &[Vec<u8>], records: impl FnOnce(u64) -> Vec<OutboxRecord>) {
+        let mut s = self.store.lock().unwrap();
+        let mut lines: Vec<(i64, Vec<u8>)> = lines.iter().map(|l| (0, l.clone())).collect();
+        if lines.is_empty() {
+            lines.push((0, b"{\"at\":0,\"kind\":\"tick\"}".to_vec()));
+        }
+        let range = s.append_journal(&lines).unwrap();
+        let recs: Vec<Vec<u8>> = records(range.start).iter().map(OutboxRecord::encode).collect();
+        s.checkpoint_with_ledger(range.end - 1, b"decider", &recs, &[]).unwrap();
+    }
+
+    pub fn pending(&self) -> usize {
+        self.store.lock().unwrap().outbox_pending().count()
+    }
+}
+
+pub fn event_json(machine: &str, sensor: &str, seq: u64) -> Vec<u8> {
+    format!(
+        r#"{{"event_id":"{machine}.{sensor}.{seq}","machine":"{machine}","sensor":"{sensor}","seq":{seq},"ts_ms":{},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":0.2}}"#,
+        1_700_000_000_000 + 1000 * seq
+    )
+    .into_bytes()
+}
+
+pub fn event(machine: &str, sensor: &str, seq: u64) -> OutboxRecord {
+    OutboxRecord::Event {
+        machine: machine.into(),
+        sensor: sensor.into(),
+        seq,
+        event_id: format!("{machine}.{sensor}.{seq}"),
+        json: event_json(machine, sensor, seq),
+    }
+}
+
+pub fn alert(machine: &str, n: u32) -> OutboxRecord {
+    let json = format!(
+        r#"{{"alert_id":"gw/high-vibration/{machine}/{n}","revision":0,"kind":"open","machine":"{machine}","also":[]}}"#
+    );
+    OutboxRecord::Alert {
+        machine: machine.into(),
+        alert_id: format!("gw/high-vibration/{machine}/{n}"),
+        revision: 0,
+        json: json.into_bytes(),
+    }
+}
+
+/// A trace `samples` line of `n` samples and its outbox record at journal position `pos`.
+pub fn samples_line(machine: &str, sensor: &str, t0_ms: i64, n: usize) -> Vec<u8> {
+    let data: Vec<String> = (0..n).map(|i| format!("{}", (i % 100) as f64 / 64.0)).collect();
+    format!(
+        r#"{{"at":{t0_ms},"kind":"samples","machine":"{machine}","sensor":"{sensor}","t0_ms":{t0_ms},"rate_hz":3200,"unit":"g","axis":"z","data":[{}]}}"#,
+        data.join(",")
+    )
+    .into_bytes()
+}
+
+pub fn samples(machine: &str, sensor: &str, pos: u64, t0_ms: i64, n: u32) -> OutboxRecord {
+    OutboxRecord::Samples {
+        machine: machine.into(),
+        sensor: sensor.into(),
+        journal_pos: pos,
+        t0_ms,
+        rate_hz: 3200.0,
+        n,
+    }
+}
