@@ -25,6 +25,7 @@ pub mod quarantine;
 pub mod replay;
 pub mod rule;
 pub mod snapshot;
+pub mod source;
 pub mod stamp;
 pub mod store;
 pub mod synth;

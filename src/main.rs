@@ -142,6 +142,19 @@ fn check_config(path: &Path) -> Result<(), Error> {
                     .into());
                 }
             }
+            SourceConfig::Modbus(m) => {
+                let channels: usize = m.blocks.iter().map(|b| b.channels.len()).sum();
+                println!(
+                    "  source[{i}]: {} {} unit {}, machine {}, {} block(s), {} channel(s) at {} polls/s",
+                    m.kind(),
+                    m.endpoint(),
+                    m.unit_id,
+                    m.machine,
+                    m.blocks.len(),
+                    channels,
+                    m.poll_rate_hz
+                );
+            }
         }
     }
     Ok(())
