@@ -36,6 +36,14 @@ enum Command {
     },
     /// Check a configuration file and print what it means.
     CheckConfig { config: PathBuf },
+    /// Open each configured source, read it a few times and explain what fails.
+    Probe {
+        #[arg(long)]
+        config: PathBuf,
+        /// Reads per source.
+        #[arg(long, default_value_t = 10)]
+        reads: u32,
+    },
 }
 
 fn main() -> ExitCode {
@@ -45,6 +53,7 @@ fn main() -> ExitCode {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
         Command::CheckConfig { config } => check_config(&config),
+        Command::Probe { config, reads } => probe(&config, reads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -156,6 +165,27 @@ fn check_config(path: &Path) -> Result<(), Error> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+fn probe(path: &Path, reads: u32) -> Result<(), Error> {
+    let c = Config::load(path)?;
+    let mut failed = 0;
+    for (i, source) in c.source.iter().enumerate() {
+        match source {
+            SourceConfig::Modbus(m) => {
+                let report = linegate::source::modbus::probe(m, reads);
+                print!("source[{i}]: {report}");
+                failed += usize::from(!report.ok);
+            }
+            SourceConfig::Trace(t) => {
+                println!("source[{i}]: trace {} (nothing to probe)", t.path.display())
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} source(s) could not be read; see above").into());
     }
     Ok(())
 }
