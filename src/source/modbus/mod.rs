@@ -11,6 +11,7 @@ pub mod link;
 pub mod map;
 pub mod poller;
 pub mod probe;
+pub mod wire;
 
 pub use block::{BadReadings, ModbusOutput};
 pub use poller::{run, PollStats, StatsSnapshot};
