@@ -29,6 +29,7 @@ pub mod replay;
 pub mod rule;
 pub mod samples_codec;
 pub mod snapshot;
+pub mod source;
 pub mod stamp;
 pub mod store;
 pub mod synth;

@@ -90,6 +90,14 @@ enum Command {
     /// Turn a captured `samples/...` MQTT payload (docs/samples-encoding.md) into JSON Lines: a
     /// header, then one `{"i", "t_ms", "v"}` per sample.
     Decode { file: PathBuf },
+    /// Open each configured source, read it a few times and explain what fails.
+    Probe {
+        #[arg(long)]
+        config: PathBuf,
+        /// Reads per source.
+        #[arg(long, default_value_t = 10)]
+        reads: u32,
+    },
 }
 
 fn main() -> ExitCode {
@@ -119,6 +127,7 @@ fn main() -> ExitCode {
             audit(&config, |store| linegate::app::audit::dump(store, &what))
         }
         Command::Decode { file } => decode(&file),
+        Command::Probe { config, reads } => probe(&config, reads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -307,7 +316,41 @@ fn check_config(path: &Path) -> Result<(), Error> {
                     .into());
                 }
             }
+            SourceConfig::Modbus(m) => {
+                let channels: usize = m.blocks.iter().map(|b| b.channels.len()).sum();
+                println!(
+                    "  source[{i}]: {} {} unit {}, machine {}, {} block(s), {} channel(s) at {} polls/s",
+                    m.kind(),
+                    m.endpoint(),
+                    m.unit_id,
+                    m.machine,
+                    m.blocks.len(),
+                    channels,
+                    m.poll_rate_hz
+                );
+            }
         }
+    }
+    Ok(())
+}
+
+fn probe(path: &Path, reads: u32) -> Result<(), Error> {
+    let c = Config::load(path)?;
+    let mut failed = 0;
+    for (i, source) in c.source.iter().enumerate() {
+        match source {
+            SourceConfig::Modbus(m) => {
+                let report = linegate::source::modbus::probe(m, reads);
+                print!("source[{i}]: {report}");
+                failed += usize::from(!report.ok);
+            }
+            SourceConfig::Trace(t) => {
+                println!("source[{i}]: trace {} (nothing to probe)", t.path.display())
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} source(s) could not be read; see above").into());
     }
     Ok(())
 }

@@ -69,6 +69,8 @@ pub enum AppError {
     LockPoisoned,
     #[error("fault injected at failpoint {point}")]
     Injected { point: &'static str },
+    #[error("source {index} (kind {kind}): `linegate run` reads trace sources only so far; `linegate probe` reads this one")]
+    UnsupportedSource { index: usize, kind: &'static str },
 }
 
 /// Locks the shared store.
@@ -101,6 +103,11 @@ pub async fn run(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
+    if let Some((index, source)) =
+        config.source.iter().enumerate().find(|(_, s)| !matches!(s, SourceConfig::Trace(_)))
+    {
+        return Err(AppError::UnsupportedSource { index, kind: source.kind() });
+    }
     let path = config.store.path.clone();
     let store_opts = opts.store.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&path, store_opts)).await??;
@@ -116,7 +123,7 @@ pub async fn run(
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
     for (i, source) in config.source.iter().enumerate() {
-        let SourceConfig::Trace(trace) = source;
+        let SourceConfig::Trace(trace) = source else { continue };
         let source = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
         let p = ingest::IngestParams {
             source,

@@ -13,6 +13,7 @@ mod duration;
 mod mqtt;
 mod raw;
 mod size;
+mod source_modbus;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -27,6 +28,7 @@ use raw::{
     RawConfig, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore, RawTime,
     RawTraceSource,
 };
+pub use source_modbus::{ModbusSource, ModbusTransport, Parity, RtuPort};
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,6 +210,18 @@ impl Default for MetricsConfig {
 pub enum SourceConfig {
     /// `kind = "trace"`: a recorded trace file (CONTRACTS section 8).
     Trace(TraceSource),
+    /// `kind = "modbus-tcp"` or `"modbus-rtu"`: a polled Modbus device (`source_modbus.rs`).
+    Modbus(ModbusSource),
+}
+
+impl SourceConfig {
+    /// The `kind` key that selected this variant.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceConfig::Trace(_) => "trace",
+            SourceConfig::Modbus(m) => m.kind(),
+        }
+    }
 }
 
 /// `[[source]]` with `kind = "trace"`.
@@ -291,8 +305,8 @@ impl Config {
     }
 }
 
-/// Source kinds the contracts name; only `trace` is built so far.
-const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace"];
+/// Source kinds this build supports.
+const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace", "modbus-tcp", "modbus-rtu"];
 
 struct Ctx<'a> {
     origin: &'a str,
@@ -572,10 +586,15 @@ impl Ctx<'_> {
         let mut out = Vec::with_capacity(raw.len());
         for (i, table) in raw.into_iter().enumerate() {
             let source = self.validate_source(i, table)?;
-            let SourceConfig::Trace(TraceSource { path, .. }) = &source;
-            if let Some(j) =
-                out.iter().position(|SourceConfig::Trace(t): &SourceConfig| &t.path == path)
-            {
+            let trace_path = |s: &SourceConfig| match s {
+                SourceConfig::Trace(t) => Some(t.path.clone()),
+                SourceConfig::Modbus(_) => None,
+            };
+            let path = trace_path(&source);
+            if let Some(j) = path.as_ref().and_then(|p| {
+                out.iter().position(|s: &SourceConfig| trace_path(s).as_ref() == Some(p))
+            }) {
+                let path = path.unwrap_or_default();
                 return Err(self.err(
                     format!("source[{i}].path"),
                     format!("the same trace as source[{j}]: {}", path.display()),
@@ -625,6 +644,8 @@ impl Ctx<'_> {
                     self.non_negative(&format!("{prefix}.speed"), raw.speed.unwrap_or(0.0))?;
                 Ok(SourceConfig::Trace(TraceSource { path, speed }))
             }
+            "modbus-tcp" => self.validate_modbus(&prefix, true, table),
+            "modbus-rtu" => self.validate_modbus(&prefix, false, table),
             other => Err(self.err(
                 format!("{prefix}.kind"),
                 format!(
