@@ -36,6 +36,14 @@ enum Command {
     },
     /// Check a configuration file and print what it means.
     CheckConfig { config: PathBuf },
+    /// Open every configured source, check it, print a few seconds of readings, explain failures.
+    Probe {
+        #[arg(long)]
+        config: PathBuf,
+        /// How long to read each sensor.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -45,6 +53,7 @@ fn main() -> ExitCode {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
         Command::CheckConfig { config } => check_config(&config),
+        Command::Probe { config, seconds } => probe(&config, seconds),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -131,6 +140,8 @@ fn check_config(path: &Path) -> Result<(), Error> {
     );
     for (i, source) in c.source.iter().enumerate() {
         match source {
+            SourceConfig::I2c(s) => println!("  source[{i}]: {}", s.summary()),
+            SourceConfig::Spi(s) => println!("  source[{i}]: {}", s.summary()),
             SourceConfig::Trace(t) => {
                 println!("  source[{i}]: trace {} at speed {}", t.path.display(), t.speed);
                 if !t.path.is_file() {
@@ -145,4 +156,15 @@ fn check_config(path: &Path) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+fn probe(config: &Path, seconds: f64) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    let failed = linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock())?;
+    match failed {
+        0 => Ok(()),
+        n => {
+            Err(format!("{n} of {} source(s) failed the probe (see above)", c.source.len()).into())
+        }
+    }
 }

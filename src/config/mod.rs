@@ -11,6 +11,9 @@
 
 mod duration;
 mod raw;
+mod source_bus;
+
+pub use source_bus::{Axis, BusSensor, I2cSource, SpiSource};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -182,6 +185,10 @@ impl Default for MetricsConfig {
 pub enum SourceConfig {
     /// `kind = "trace"`: a recorded trace file (CONTRACTS section 8).
     Trace(TraceSource),
+    /// `kind = "i2c"`: an ADXL345 on an I2C bus (`source_bus`).
+    I2c(I2cSource),
+    /// `kind = "spi"`: an ADXL345 on an SPI device (`source_bus`).
+    Spi(SpiSource),
 }
 
 /// `[[source]]` with `kind = "trace"`.
@@ -265,8 +272,8 @@ impl Config {
     }
 }
 
-/// Source kinds the contracts name; only `trace` is built so far.
-const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace"];
+/// Source kinds this build supports (the contracts also name `modbus-rtu` and `modbus-tcp`).
+const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace", "i2c", "spi"];
 
 struct Ctx<'a> {
     origin: &'a str,
@@ -511,9 +518,13 @@ impl Ctx<'_> {
         let mut out = Vec::with_capacity(raw.len());
         for (i, table) in raw.into_iter().enumerate() {
             let source = self.validate_source(i, table)?;
-            let SourceConfig::Trace(TraceSource { path, .. }) = &source;
-            if let Some(j) =
-                out.iter().position(|SourceConfig::Trace(t): &SourceConfig| &t.path == path)
+            let SourceConfig::Trace(TraceSource { path, .. }) = &source else {
+                out.push(source);
+                continue;
+            };
+            if let Some(j) = out
+                .iter()
+                .position(|s: &SourceConfig| matches!(s, SourceConfig::Trace(t) if &t.path == path))
             {
                 return Err(self.err(
                     format!("source[{i}].path"),
@@ -563,6 +574,14 @@ impl Ctx<'_> {
                 let speed =
                     self.non_negative(&format!("{prefix}.speed"), raw.speed.unwrap_or(0.0))?;
                 Ok(SourceConfig::Trace(TraceSource { path, speed }))
+            }
+            "i2c" => {
+                let raw = self.deserialize(toml::Value::Table(table), &prefix, None)?;
+                Ok(SourceConfig::I2c(self.validate_i2c(&prefix, raw)?))
+            }
+            "spi" => {
+                let raw = self.deserialize(toml::Value::Table(table), &prefix, None)?;
+                Ok(SourceConfig::Spi(self.validate_spi(&prefix, raw)?))
             }
             other => Err(self.err(
                 format!("{prefix}.kind"),

@@ -1,0 +1,5 @@
+//! Sources: the only code that touches `/dev` (ARCHITECTURE.md).
+
+pub mod bus;
+pub mod clock_quality;
+pub mod probe;
