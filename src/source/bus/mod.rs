@@ -19,8 +19,9 @@
 //!    the timeline (a resync; counted). A timeline ahead of the clock cannot move back without
 //!    overlapping samples already sent; that skew is reported in [`BusStats::max_ahead_ms`].
 //! 4. An overrun (samples lost while the FIFO was full) ends the current block and becomes a
-//!    declared gap ([`GapNotice`], `GapRange::Samples`, reason `"overrun"`) from the end of the
-//!    timeline to the re-anchored start (at least one sample period).
+//!    declared gap per exported sensor ([`GapNotice`], `GapRange::Samples`, reason `"overrun"`) from the end of the
+//!    timeline to the re-anchored start (at least one sample period). An overrun at the first
+//!    drain (the FIFO filled between `init` and the first poll) is no gap: nothing was expected.
 //! 5. Samples collect into blocks of the configured length; each full block becomes one
 //!    [`SamplesRecord`] per configured axis, in g, with the least trustworthy clock evidence seen
 //!    while it filled.
@@ -208,7 +209,7 @@ where
         let overrun = self.accel.fifo_overrun().map_err(BusError::Driver)?;
         let n = self.accel.read_fifo(&mut self.buf).map_err(BusError::Driver)?;
         self.stats.polls += 1;
-        if overrun {
+        if overrun && self.next_ms.is_some() {
             self.stats.overruns += 1;
         }
         if n == 0 {
@@ -223,13 +224,15 @@ where
             Some(next) if overrun => {
                 self.emit_partial(out);
                 let t0 = clock_first.ceil().max((next + self.period_ms).ceil());
-                out.push(BusOutput::Gap(GapNotice {
-                    machine: self.cfg.machine.clone(),
-                    sensor: self.cfg.sensor.clone(),
-                    range: GapRange::Samples { from_ms: next.floor() as i64, to_ms: t0 as i64 },
-                    reason: "overrun".to_owned(),
-                    declared_at_ms: reading.real_ms,
-                }));
+                for (_, sensor) in &self.axes {
+                    out.push(BusOutput::Gap(GapNotice {
+                        machine: self.cfg.machine.clone(),
+                        sensor: sensor.clone(),
+                        range: GapRange::Samples { from_ms: next.floor() as i64, to_ms: t0 as i64 },
+                        reason: "overrun".to_owned(),
+                        declared_at_ms: reading.real_ms,
+                    }));
+                }
                 self.anchor(t0, out);
             }
             Some(next) if clock_first - next > RESYNC_MS => {

@@ -106,10 +106,10 @@ fn steady_stream_gives_contiguous_blocks_per_axis_in_g() {
 }
 
 #[test]
-fn overrun_ends_the_block_and_declares_a_gap() {
-    let mut tx = poll(false, 0, 16);
+fn overrun_ends_the_block_and_declares_a_gap_per_sensor() {
+    let mut tx = poll(true, 0, 16); // an overflow before the first poll is no gap
     tx.extend(poll(true, 100, 33)); // the FIFO overflowed: samples 16..=99 were lost
-    let (mut r, clock) = reader(&tx, sensor(vec![Axis::Z], 1_000));
+    let (mut r, clock) = reader(&tx, sensor(vec![Axis::Y, Axis::Z], 1_000));
     let mut out = Vec::new();
     clock.advance(20);
     r.poll_once(&mut out).unwrap();
@@ -117,19 +117,17 @@ fn overrun_ends_the_block_and_declares_a_gap() {
     r.poll_once(&mut out).unwrap();
     // Timeline: samples 0..16 at T+2 .. T+20.75; next due T + 22. The clock puts the first of the
     // 33 new samples at T + 140 - 32 × 1.25 = T + 100.
-    let gap =
-        out.iter().find_map(|o| if let BusOutput::Gap(g) = o { Some(g) } else { None }).unwrap();
-    assert_eq!(gap.range, GapRange::Samples { from_ms: T + 22, to_ms: T + 100 });
-    assert_eq!(
-        (gap.reason.as_str(), gap.sensor.as_str(), gap.declared_at_ms),
-        ("overrun", "s1", T + 140)
-    );
+    let gaps: Vec<_> =
+        out.iter().filter_map(|o| if let BusOutput::Gap(g) = o { Some(g) } else { None }).collect();
+    assert_eq!(gaps.iter().map(|g| g.sensor.as_str()).collect::<Vec<_>>(), ["s1.y", "s1.z"]);
+    assert_eq!(gaps[0].range, GapRange::Samples { from_ms: T + 22, to_ms: T + 100 });
+    assert_eq!((gaps[1].reason.as_str(), gaps[1].declared_at_ms), ("overrun", T + 140));
     let recs = records(&out);
-    assert_eq!(recs.len(), 1, "the block before the overrun is sent short");
+    assert_eq!(recs.len(), 2, "the block before the overrun is sent short, per axis");
     assert_eq!((recs[0].t0_ms, recs[0].data.len()), (T + 2, 16));
     r.flush(&mut out);
     let recs = records(&out);
-    assert_eq!((recs[1].t0_ms, recs[1].data.len()), (T + 100, 33));
+    assert_eq!((recs[2].t0_ms, recs[2].data.len()), (T + 100, 33));
     assert_eq!(r.stats().overruns, 1);
     r.into_driver().destroy().done();
 }
