@@ -5,22 +5,16 @@
 //! the 312 µs between samples at 3200 Hz.
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/spi_tx.rs"]
+mod spi_tx;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use embedded_hal_mock::eh1::spi::{Mock as SpiMock, Transaction as SpiTx};
-use linegate::driver::adxl345::{Adxl345, Sample, FIFO_POP_GAP_NS};
+use linegate::driver::adxl345::{Adxl345, Sample};
+use spi_tx::spi_read;
 
 const DRAINS: usize = 100;
 const PER_DRAIN: usize = 32;
-
-fn spi_read(delay: bool, cmd: u8, response: Vec<u8>, out: &mut Vec<SpiTx<u8>>) {
-    out.push(SpiTx::transaction_start());
-    if delay {
-        out.push(SpiTx::delay(FIFO_POP_GAP_NS));
-    }
-    out.push(SpiTx::write_vec(vec![cmd]));
-    out.push(SpiTx::read_vec(response));
-    out.push(SpiTx::transaction_end());
-}
 
 /// One second at 3200 Hz as the bus would carry it.
 fn one_second() -> Vec<SpiTx<u8>> {

@@ -13,6 +13,16 @@ pub trait Clock: Send + Sync {
     fn monotonic_ms(&self) -> i64;
 }
 
+/// A shared clock is a clock (the bus loop owns one handle, a test advances another).
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now_ms(&self) -> i64 {
+        (**self).now_ms()
+    }
+    fn monotonic_ms(&self) -> i64 {
+        (**self).monotonic_ms()
+    }
+}
+
 /// The machine's clocks.
 #[derive(Debug)]
 pub struct SystemClock {

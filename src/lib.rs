@@ -3,7 +3,7 @@
 //! Stages, as in ARCHITECTURE.md: `trace` (a recorded source) → `stamp` (sequence numbers, feature
 //! extraction) → `rule` (the pure decision core) → outputs. `event` and `quarantine` hold the
 //! contracts every stage shares; `config` the configuration.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)] // one exception: `source::clock_quality::read_adjtimex` (adjtimex FFI)
 #![deny(rust_2018_idioms, unused_must_use)]
 #![warn(
     missing_debug_implementations,

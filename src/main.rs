@@ -90,13 +90,13 @@ enum Command {
     /// Turn a captured `samples/...` MQTT payload (docs/samples-encoding.md) into JSON Lines: a
     /// header, then one `{"i", "t_ms", "v"}` per sample.
     Decode { file: PathBuf },
-    /// Open each configured source, read it a few times and explain what fails.
+    /// Open every configured source, check it, print a few seconds of readings, explain failures.
     Probe {
         #[arg(long)]
         config: PathBuf,
-        /// Reads per source.
-        #[arg(long, default_value_t = 10)]
-        reads: u32,
+        /// How long to read each sensor (Modbus: this many seconds of polls).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
     },
 }
 
@@ -127,7 +127,7 @@ fn main() -> ExitCode {
             audit(&config, |store| linegate::app::audit::dump(store, &what))
         }
         Command::Decode { file } => decode(&file),
-        Command::Probe { config, reads } => probe(&config, reads),
+        Command::Probe { config, seconds } => probe(&config, seconds),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -305,6 +305,8 @@ fn check_config(path: &Path) -> Result<(), Error> {
     );
     for (i, source) in c.source.iter().enumerate() {
         match source {
+            SourceConfig::I2c(s) => println!("  source[{i}]: {}", s.summary()),
+            SourceConfig::Spi(s) => println!("  source[{i}]: {}", s.summary()),
             SourceConfig::Trace(t) => {
                 println!("  source[{i}]: trace {} at speed {}", t.path.display(), t.speed);
                 if !t.path.is_file() {
@@ -334,23 +336,13 @@ fn check_config(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-fn probe(path: &Path, reads: u32) -> Result<(), Error> {
-    let c = Config::load(path)?;
-    let mut failed = 0;
-    for (i, source) in c.source.iter().enumerate() {
-        match source {
-            SourceConfig::Modbus(m) => {
-                let report = linegate::source::modbus::probe(m, reads);
-                print!("source[{i}]: {report}");
-                failed += usize::from(!report.ok);
-            }
-            SourceConfig::Trace(t) => {
-                println!("source[{i}]: trace {} (nothing to probe)", t.path.display())
-            }
+fn probe(config: &Path, seconds: f64) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    let failed = linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock())?;
+    match failed {
+        0 => Ok(()),
+        n => {
+            Err(format!("{n} of {} source(s) failed the probe (see above)", c.source.len()).into())
         }
     }
-    if failed > 0 {
-        return Err(format!("{failed} source(s) could not be read; see above").into());
-    }
-    Ok(())
 }

@@ -148,5 +148,5 @@ fn probe_command_fails_with_the_explanation() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("source[0]: modbus-rtu"), "{stdout}");
     assert!(stdout.contains("ttyUSB-gone does not exist"), "{stdout}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("1 source(s) could not be read"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 1 source(s) failed the probe"));
 }

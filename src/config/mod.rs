@@ -14,6 +14,9 @@ mod mqtt;
 mod raw;
 mod size;
 mod source_modbus;
+mod source_bus;
+
+pub use source_bus::{Axis, BusSensor, I2cSource, SpiSource};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -212,6 +215,10 @@ pub enum SourceConfig {
     Trace(TraceSource),
     /// `kind = "modbus-tcp"` or `"modbus-rtu"`: a polled Modbus device (`source_modbus.rs`).
     Modbus(ModbusSource),
+    /// `kind = "i2c"`: an ADXL345 on an I2C bus (`source_bus`).
+    I2c(I2cSource),
+    /// `kind = "spi"`: an ADXL345 on an SPI device (`source_bus`).
+    Spi(SpiSource),
 }
 
 impl SourceConfig {
@@ -220,6 +227,8 @@ impl SourceConfig {
         match self {
             SourceConfig::Trace(_) => "trace",
             SourceConfig::Modbus(m) => m.kind(),
+            SourceConfig::I2c(_) => "i2c",
+            SourceConfig::Spi(_) => "spi",
         }
     }
 }
@@ -306,7 +315,7 @@ impl Config {
 }
 
 /// Source kinds this build supports.
-const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace", "modbus-tcp", "modbus-rtu"];
+const SUPPORTED_SOURCE_KINDS: &[&str] = &["trace", "modbus-tcp", "modbus-rtu", "i2c", "spi"];
 
 struct Ctx<'a> {
     origin: &'a str,
@@ -586,15 +595,14 @@ impl Ctx<'_> {
         let mut out = Vec::with_capacity(raw.len());
         for (i, table) in raw.into_iter().enumerate() {
             let source = self.validate_source(i, table)?;
-            let trace_path = |s: &SourceConfig| match s {
-                SourceConfig::Trace(t) => Some(t.path.clone()),
-                SourceConfig::Modbus(_) => None,
+            let SourceConfig::Trace(TraceSource { path, .. }) = &source else {
+                out.push(source);
+                continue;
             };
-            let path = trace_path(&source);
-            if let Some(j) = path.as_ref().and_then(|p| {
-                out.iter().position(|s: &SourceConfig| trace_path(s).as_ref() == Some(p))
-            }) {
-                let path = path.unwrap_or_default();
+            if let Some(j) = out
+                .iter()
+                .position(|s: &SourceConfig| matches!(s, SourceConfig::Trace(t) if &t.path == path))
+            {
                 return Err(self.err(
                     format!("source[{i}].path"),
                     format!("the same trace as source[{j}]: {}", path.display()),
@@ -646,6 +654,14 @@ impl Ctx<'_> {
             }
             "modbus-tcp" => self.validate_modbus(&prefix, true, table),
             "modbus-rtu" => self.validate_modbus(&prefix, false, table),
+            "i2c" => {
+                let raw = self.deserialize(toml::Value::Table(table), &prefix, None)?;
+                Ok(SourceConfig::I2c(self.validate_i2c(&prefix, raw)?))
+            }
+            "spi" => {
+                let raw = self.deserialize(toml::Value::Table(table), &prefix, None)?;
+                Ok(SourceConfig::Spi(self.validate_spi(&prefix, raw)?))
+            }
             other => Err(self.err(
                 format!("{prefix}.kind"),
                 format!(

@@ -316,9 +316,9 @@ fn sources() {
         ]
     );
     assert_err(
-        with("[[source]]\nkind = \"i2c\"\nbus = 1\n"),
+        with("[[source]]\nkind = \"can-bus\"\nbus = 1\n"),
         "source[0].kind",
-        &["source kind \"i2c\" is not supported by this build"],
+        &["source kind \"can-bus\" is not supported by this build"],
     );
     assert_err(
         with("[[source]]\nkind = \"trace\"\npath = \"a\"\n[[source]]\nkind = \"carrier-pigeon\"\n"),

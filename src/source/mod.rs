@@ -1,1 +1,6 @@
+//! Sources: the only code that touches `/dev` (ARCHITECTURE.md).
+
+pub mod bus;
+pub mod clock_quality;
+pub mod probe;
 pub mod modbus;

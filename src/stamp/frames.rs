@@ -128,7 +128,7 @@ pub struct FrameCutter {
 
 /// The less trustworthy of two clock evidences (unknown > unsynced > stepped > holdover > synced;
 /// on equal states the larger error bound, a missing bound counting as the largest).
-fn worse_clock(a: Clock, b: Clock) -> Clock {
+pub(crate) fn worse_clock(a: Clock, b: Clock) -> Clock {
     fn rank(s: ClockState) -> u8 {
         match s {
             ClockState::Synced => 0,

@@ -48,6 +48,7 @@
 //!   sensors in order of their last arrival, ties in (machine, sensor) order. `advance` does not
 //!   allocate when no sensor is idle.
 
+pub mod clock;
 pub mod frames;
 
 pub use frames::{FrameCutter, FrameParams, FRAME_MS};

@@ -1,0 +1,58 @@
+//! `linegate probe` on this machine, which has no I2C or SPI buses: a missing device node gives
+//! the message a technician can act on and a non-zero exit code; a trace source is counted.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Output};
+
+fn probe(config: &str) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(&trace, "{\"at\": 1, \"kind\": \"tick\"}\n{\"at\": 2, \"kind\": \"tick\"}\n")
+        .unwrap();
+    let path = dir.path().join("probe.toml");
+    let text = config.replace("TRACE", &trace.display().to_string());
+    std::fs::write(&path, format!("[gateway]\nid = \"gw-1\"\n{text}")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linegate"))
+        .args(["probe", "--seconds", "0.1", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out, text)
+}
+
+#[test]
+fn missing_i2c_node_says_enable_the_overlay_and_fails() {
+    assert!(
+        !std::path::Path::new("/dev/i2c-99").exists(),
+        "this test needs /dev/i2c-99 to be absent"
+    );
+    let (out, text) = probe(
+        "[[source]]\nkind = \"i2c\"\ndevice = \"/dev/i2c-99\"\nmachine = \"m\"\nsensor = \"s\"\n\
+         [[source]]\nkind = \"trace\"\npath = \"TRACE\"\n",
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("/dev/i2c-99 does not exist"), "{text}");
+    assert!(text.contains("dtparam=i2c_arm=on"), "{text}");
+    assert!(text.contains("reboot"), "{text}");
+    assert!(text.contains("2 lines"), "the trace source is still probed: {text}");
+    assert!(text.contains("1 of 2 source(s) failed"), "{text}");
+    assert!(text.starts_with("clock: "), "the clock evidence comes first: {text}");
+}
+
+#[test]
+fn missing_spi_node_says_enable_spi() {
+    let (out, text) = probe(
+        "[[source]]\nkind = \"spi\"\ndevice = \"/dev/spidev9.9\"\nmachine = \"m\"\nsensor = \"s\"\n",
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("dtparam=spi=on"), "{text}");
+}
+
+#[test]
+fn a_trace_only_config_probes_clean() {
+    let (out, text) = probe("[[source]]\nkind = \"trace\"\npath = \"TRACE\"\n");
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("source[0]: trace") && text.contains("2 lines"), "{text}");
+}
