@@ -29,4 +29,5 @@ pub mod snapshot;
 pub mod stamp;
 pub mod store;
 pub mod synth;
+pub mod telemetry;
 pub mod trace;
