@@ -3,8 +3,9 @@
 //! `prometheus-client` encodes OpenMetrics text, which differs from format 0.0.4 in three ways
 //! that matter to a Prometheus text parser and to `promtool check metrics`: a counter's `# HELP`
 //! and `# TYPE` lines name it without the `_total` its samples carry, `# UNIT` lines, and the
-//! closing `# EOF`. [`openmetrics_to_text`] rewrites exactly those; samples pass through
-//! unchanged (label escaping, `+Inf` and float spelling are the same in both formats). The
+//! closing `# EOF`. [`openmetrics_to_text`] rewrites exactly those, and spells an infinite
+//! gauge value `+Inf` as both formats require (the encoder writes Rust's `inf`); samples are
+//! otherwise unchanged (label escaping and float spelling are the same in both formats). The
 //! crate has no 0.0.4 encoder of its own (docs/decisions.md).
 
 use prometheus_client::encoding::text::encode_registry;
@@ -57,10 +58,20 @@ pub fn openmetrics_to_text(open: &str) -> String {
         if line.starts_with("# UNIT ") || line == "# EOF" {
             continue;
         }
-        push_line(&mut out, line);
+        push_sample(&mut out, line);
     }
     flush_help(&mut out, held_help);
     out
+}
+
+/// A sample line, with an infinite value spelled as the format requires (`+Inf`, `-Inf`): the
+/// encoder writes floats with Rust's `Display`, which spells them `inf` and `-inf`.
+fn push_sample(out: &mut String, line: &str) {
+    match line.rsplit_once(' ') {
+        Some((series, "inf")) => push_line(out, &format!("{series} +Inf")),
+        Some((series, "-inf")) => push_line(out, &format!("{series} -Inf")),
+        _ => push_line(out, line),
+    }
 }
 
 fn flush_help(out: &mut String, help: Option<&str>) {
@@ -101,6 +112,13 @@ mod tests {
         assert!(text.contains("# TYPE x_lag_seconds gauge\nx_lag_seconds{machine=\"a\"} 1.5\n"));
         assert!(text.contains("# TYPE x_h histogram\nx_h_sum 0.0\n"));
         assert!(text.contains("# HELP x_u U.\n# TYPE x_u untyped\nx_u 1\n"));
+    }
+
+    #[test]
+    fn infinite_values_are_spelled_as_the_format_requires() {
+        let open = "# HELP e E.\n# TYPE e gauge\ne inf\ne{x=\"a inf\"} -inf\ne{x=\"inf\"} NaN\n";
+        let text = openmetrics_to_text(open);
+        assert!(text.ends_with("e +Inf\ne{x=\"a inf\"} -Inf\ne{x=\"inf\"} NaN\n"), "{text}");
     }
 
     #[test]

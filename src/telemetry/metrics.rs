@@ -283,3 +283,82 @@ impl Metrics {
             .inc_by(n);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn text(m: &Metrics) -> String {
+        super::super::exposition::encode(m).unwrap()
+    }
+
+    fn has(m: &Metrics, sample: &str) -> bool {
+        text(m).lines().any(|l| l == sample)
+    }
+
+    #[test]
+    fn counts_raise_counters_and_never_lower_them() {
+        let m = Metrics::new();
+        let mut c = Counts { records: 10, duplicates: 2, ..Counts::default() };
+        c.quarantined.insert("oversized".into(), 3);
+        m.apply_counts(&c);
+        assert!(has(&m, "linegate_records_total 10"));
+        assert!(has(&m, "linegate_rejected_total{reason=\"oversized\"} 3"));
+        // Counts restored from an older checkpoint: the counters stay where they were.
+        m.apply_counts(&Counts { records: 4, ..Counts::default() });
+        assert!(has(&m, "linegate_records_total 10"));
+        assert!(has(&m, "linegate_duplicates_total 2"));
+    }
+
+    #[test]
+    fn replay_eta_is_zero_when_done_and_infinite_when_stalled() {
+        let m = Metrics::new();
+        m.set_replay_progress(0, 0.0);
+        assert!(has(&m, "linegate_replay_eta_seconds 0.0"));
+        m.set_replay_progress(10, 0.0);
+        assert!(has(&m, "linegate_replay_eta_seconds +Inf"), "{}", text(&m));
+        m.set_replay_progress(10, f64::NAN);
+        assert!(has(&m, "linegate_replay_drain_rate_records_per_second 0.0"));
+        m.set_replay_progress(10, 4.0);
+        assert!(has(&m, "linegate_replay_eta_seconds 2.5"));
+    }
+
+    #[test]
+    fn a_disconnect_counts_only_after_a_connect() {
+        let m = Metrics::new();
+        m.broker_disconnected();
+        assert!(has(&m, "linegate_broker_disconnects_total 0"));
+        m.broker_connected();
+        m.broker_disconnected();
+        m.broker_disconnected();
+        assert!(has(&m, "linegate_broker_disconnects_total 1"));
+        assert!(has(&m, "linegate_broker_connected 0"));
+    }
+
+    #[test]
+    fn exactly_one_clock_state_is_set() {
+        let m = Metrics::new();
+        assert!(has(&m, "linegate_clock_state{state=\"unknown\"} 1"));
+        m.set_clock_state(ClockState::Holdover);
+        let t = text(&m);
+        let ones: Vec<_> = t
+            .lines()
+            .filter(|l| l.starts_with("linegate_clock_state{") && l.ends_with(" 1"))
+            .collect();
+        assert_eq!(ones, ["linegate_clock_state{state=\"holdover\"} 1"]);
+    }
+
+    #[test]
+    fn outbox_kinds_follow_the_records() {
+        let alert = OutboxRecord::Alert {
+            machine: "m".into(),
+            alert_id: "a".into(),
+            revision: 0,
+            json: Vec::new(),
+        };
+        assert_eq!(OutboxKind::of(&alert), OutboxKind::Alert);
+        let names: Vec<_> = OutboxKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["alert", "event", "samples", "gap"]);
+    }
+}

@@ -1,6 +1,7 @@
 //! Telemetry: what the daemon tells the people and the service manager that watch it.
 //!
 //! - [`metrics`]: the [`Metrics`] handle every stage updates (Prometheus families, typed methods).
+//! - [`drain`]: the backlog's drain rate over a sliding window (for the replay ETA).
 //! - [`exposition`]: those metrics as Prometheus text format 0.0.4.
 //! - [`http`]: `GET /metrics` on `[metrics] listen`.
 //! - [`logging`]: tracing to stderr, or to journald when running under systemd.
@@ -11,6 +12,7 @@
 
 mod families;
 
+pub mod drain;
 pub mod exposition;
 pub mod http;
 pub mod logging;
