@@ -33,4 +33,5 @@ pub mod source;
 pub mod stamp;
 pub mod store;
 pub mod synth;
+pub mod telemetry;
 pub mod trace;

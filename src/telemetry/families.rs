@@ -1,0 +1,228 @@
+//! The metric families: their names, help texts and labels, registered in one place so the list
+//! reads like the README's "Metrics" table. `Metrics` (metrics.rs) is the handle that updates them.
+//!
+//! Names get the registry's `linegate_` prefix; counters get `_total` from the encoder. Help texts
+//! are single lines without backslashes: the encoder writes them as they are.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// A gauge holding a float (seconds, rates).
+pub(super) type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// Label sets of one label each: the struct names the label set, the field the label.
+macro_rules! one_label {
+    ($($name:ident { $field:ident }),* $(,)?) => {$(
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+        pub(super) struct $name {
+            pub(super) $field: String,
+        }
+    )*};
+}
+
+one_label! {
+    MachineLabel { machine },
+    SensorLabel { sensor },
+    ReasonLabel { reason },
+    KindLabel { kind },
+    OriginLabel { origin },
+    PartLabel { part },
+    StateLabel { state },
+}
+
+/// Every family, each a shared handle to what the registry encodes.
+#[derive(Debug)]
+pub(super) struct Families {
+    pub(super) watermark: Family<MachineLabel, FloatGauge>,
+    pub(super) lag: Family<MachineLabel, FloatGauge>,
+    pub(super) records: Counter,
+    pub(super) accepted: Counter,
+    pub(super) duplicates: Counter,
+    pub(super) late_applied: Counter,
+    pub(super) too_late: Counter,
+    pub(super) rejected: Family<ReasonLabel, Counter>,
+    pub(super) events: Family<OriginLabel, Counter>,
+    pub(super) samples_records: Counter,
+    pub(super) ticks: Counter,
+    pub(super) alert_records: Family<KindLabel, Counter>,
+    pub(super) rule_state: Family<PartLabel, Gauge>,
+    pub(super) rule_state_peak: Gauge,
+    pub(super) processing_latency: Histogram,
+    pub(super) journal_commit_latency: Histogram,
+    pub(super) fsyncs: Counter,
+    pub(super) outbox_records: Family<KindLabel, Gauge>,
+    pub(super) outbox_bytes: Family<KindLabel, Gauge>,
+    pub(super) replay_backlog: Gauge,
+    pub(super) replay_drain_rate: FloatGauge,
+    pub(super) replay_eta: FloatGauge,
+    pub(super) broker_connected: Gauge,
+    pub(super) broker_connects: Counter,
+    pub(super) broker_disconnects: Counter,
+    pub(super) store_bytes: Gauge,
+    pub(super) clock_state: Family<StateLabel, Gauge>,
+    pub(super) sensor_overruns: Family<SensorLabel, Counter>,
+}
+
+/// Latency buckets from 0.5 ms to about 16 s, doubling: a decision or a group commit on a
+/// Raspberry Pi's SD card spans that range.
+pub(super) fn latency_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0005, 2.0, 16)
+}
+
+impl Families {
+    /// Every family, empty.
+    pub(super) fn new() -> Self {
+        Families {
+            watermark: Family::default(),
+            lag: Family::default(),
+            records: Counter::default(),
+            accepted: Counter::default(),
+            duplicates: Counter::default(),
+            late_applied: Counter::default(),
+            too_late: Counter::default(),
+            rejected: Family::default(),
+            events: Family::default(),
+            samples_records: Counter::default(),
+            ticks: Counter::default(),
+            alert_records: Family::default(),
+            rule_state: Family::default(),
+            rule_state_peak: Gauge::default(),
+            processing_latency: Histogram::new(latency_buckets()),
+            journal_commit_latency: Histogram::new(latency_buckets()),
+            fsyncs: Counter::default(),
+            outbox_records: Family::default(),
+            outbox_bytes: Family::default(),
+            replay_backlog: Gauge::default(),
+            replay_drain_rate: FloatGauge::default(),
+            replay_eta: FloatGauge::default(),
+            broker_connected: Gauge::default(),
+            broker_connects: Counter::default(),
+            broker_disconnects: Counter::default(),
+            store_bytes: Gauge::default(),
+            clock_state: Family::default(),
+            sensor_overruns: Family::default(),
+        }
+    }
+
+    /// Registers every family under its name and help text. The registry keeps clones, which
+    /// share their values with `self`.
+    pub(super) fn register(&self, r: &mut Registry) {
+        let f = self;
+        r.register(
+            "watermark_timestamp_seconds",
+            "Machine watermark: event time (Unix seconds) up to which the machine's events are decided",
+            f.watermark.clone(),
+        );
+        r.register("lag_seconds", "Ingest time minus the machine watermark", f.lag.clone());
+        r.register("records", "Arrivals decided (trace lines or live records)", f.records.clone());
+        r.register(
+            "accepted",
+            "Events accepted: applied, late applied and too late",
+            f.accepted.clone(),
+        );
+        r.register(
+            "duplicates",
+            "Events seen again with the same event_id and content: counted once",
+            f.duplicates.clone(),
+        );
+        r.register(
+            "late_applied",
+            "Events behind the machine watermark but within allowed lateness: applied",
+            f.late_applied.clone(),
+        );
+        r.register(
+            "too_late",
+            "Events behind the watermark by more than allowed lateness: kept, never applied",
+            f.too_late.clone(),
+        );
+        r.register("rejected", "Records quarantined, by reason", f.rejected.clone());
+        r.register(
+            "events",
+            "Events decided, by origin: received as events or derived from raw samples",
+            f.events.clone(),
+        );
+        r.register("samples_records", "Raw samples records taken", f.samples_records.clone());
+        r.register(
+            "ticks",
+            "Tick arrivals (ingest time passing without a record)",
+            f.ticks.clone(),
+        );
+        r.register("alert_records", "Alert records produced, by kind", f.alert_records.clone());
+        r.register(
+            "rule_state_entries",
+            "Rule state now, by part (machines, sensors, high events, incidents, members, remembered ids, open frames)",
+            f.rule_state.clone(),
+        );
+        r.register(
+            "rule_state_peak_entries",
+            "Largest rule state seen: high events, incident members, remembered ids and open frames",
+            f.rule_state_peak.clone(),
+        );
+        r.register(
+            "processing_latency_seconds",
+            "Time from a record's arrival to its decision being committed",
+            f.processing_latency.clone(),
+        );
+        r.register(
+            "journal_commit_latency_seconds",
+            "Duration of one journal group commit: write, flush and fsync",
+            f.journal_commit_latency.clone(),
+        );
+        r.register(
+            "fsyncs",
+            "fsync calls made by the store (files and directories)",
+            f.fsyncs.clone(),
+        );
+        r.register(
+            "outbox_records",
+            "Records waiting in the outbox for publication, by kind",
+            f.outbox_records.clone(),
+        );
+        r.register(
+            "outbox_bytes",
+            "Bytes of the records waiting in the outbox, by kind",
+            f.outbox_bytes.clone(),
+        );
+        r.register(
+            "replay_backlog_records",
+            "Backlog records still to be sent after an outage",
+            f.replay_backlog.clone(),
+        );
+        r.register(
+            "replay_drain_rate_records_per_second",
+            "Rate at which the backlog is being sent",
+            f.replay_drain_rate.clone(),
+        );
+        r.register(
+            "replay_eta_seconds",
+            "Estimated time until the backlog is sent: backlog over drain rate, +Inf while nothing drains",
+            f.replay_eta.clone(),
+        );
+        r.register(
+            "broker_connected",
+            "1 while the MQTT session is up, else 0",
+            f.broker_connected.clone(),
+        );
+        r.register("broker_connects", "MQTT sessions established", f.broker_connects.clone());
+        r.register("broker_disconnects", "MQTT sessions lost", f.broker_disconnects.clone());
+        r.register(
+            "store_disk_bytes",
+            "Bytes the store's files take on disk",
+            f.store_bytes.clone(),
+        );
+        r.register(
+            "clock_state",
+            "Gateway clock state: 1 for the current state, 0 for the others",
+            f.clock_state.clone(),
+        );
+        r.register(
+            "sensor_overruns",
+            "Sensor FIFO overruns (samples lost in the sensor), by sensor",
+            f.sensor_overruns.clone(),
+        );
+    }
+}

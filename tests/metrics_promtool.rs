@@ -1,0 +1,177 @@
+//! The real `/metrics` output, fetched over TCP from the endpoint on port 0 with every family
+//! populated, passes `promtool check metrics` (Prometheus' own parser and linter) with no
+//! complaint. promtool comes from Debian's `prometheus` package (installed by `.ci/run`).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use linegate::decide::Counts;
+use linegate::event::ClockState;
+use linegate::rule::StateSize;
+use linegate::telemetry::{http, Metrics, OutboxKind};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Every family with some values, as a running daemon would have them.
+fn populated() -> Metrics {
+    let m = Metrics::new();
+    m.set_watermarks(1_700_000_060_000, [("press-7", Some(1_700_000_055_000)), ("lathe-2", None)]);
+    m.set_machine_time("mill \"3\"\\b", 1_700_000_060_000, 1_700_000_059_250);
+    let mut quarantined: BTreeMap<String, u64> = BTreeMap::new();
+    quarantined.insert("malformed_json".into(), 4);
+    quarantined.insert("clock_future".into(), 1);
+    let counts = Counts {
+        records: 1_000,
+        accepted: 900,
+        duplicates: 12,
+        late_applied: 30,
+        too_late: 2,
+        quarantined,
+        events_received: 700,
+        events_derived: 212,
+        samples_records: 250,
+        ticks: 40,
+        alerts: [("open".to_string(), 3), ("close".to_string(), 2)].into_iter().collect(),
+        peak_state: 321,
+    };
+    m.apply_counts(&counts);
+    let size = StateSize {
+        machines: 2,
+        sensors: 4,
+        high_events: 9,
+        incidents: 1,
+        members: 3,
+        dedup_ids: 800,
+    };
+    m.set_rule_state(&size, 4);
+    for s in [0.0004, 0.003, 0.02, 0.2, 30.0] {
+        m.observe_processing_latency(s);
+        m.observe_journal_commit(s / 2.0);
+    }
+    m.fsyncs(42);
+    m.set_outbox(OutboxKind::Alert, 2, 1_024);
+    m.set_outbox(OutboxKind::Samples, 30, 3_000_000);
+    m.set_replay_progress(5_000, 250.0);
+    m.broker_connected();
+    m.broker_disconnected();
+    m.broker_connected();
+    m.set_store_bytes(123_456_789);
+    m.set_clock_state(ClockState::Synced);
+    m.sensor_overruns("s1", 3);
+    m
+}
+
+/// `GET /metrics` over a real connection: (status line, headers lower-cased, body).
+async fn fetch(addr: std::net::SocketAddr, path: &str) -> (String, String, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let (status, headers) = head.split_once("\r\n").unwrap();
+    (status.to_owned(), headers.to_lowercase(), body.to_owned())
+}
+
+/// promtool's verdict on `text`: (success, everything it printed).
+fn promtool_check(text: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run promtool ({e}): install Debian's `prometheus` package (.ci/run does)"
+            )
+        });
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+#[tokio::test]
+async fn served_metrics_pass_promtool_and_name_every_family() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve(listener, populated(), async {
+        let _ = stopped.await;
+    }));
+
+    let (status, headers, body) = fetch(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(headers.contains("content-type: text/plain; version=0.0.4"), "{headers}");
+
+    let (ok, said) = promtool_check(&body);
+    assert!(ok && said.trim().is_empty(), "promtool check metrics: {said}\n--- body:\n{body}");
+
+    for family in [
+        "linegate_lag_seconds gauge",
+        "linegate_watermark_timestamp_seconds gauge",
+        "linegate_outbox_records gauge",
+        "linegate_outbox_bytes gauge",
+        "linegate_rule_state_entries gauge",
+        "linegate_processing_latency_seconds histogram",
+        "linegate_rejected_total counter",
+        "linegate_duplicates_total counter",
+        "linegate_late_applied_total counter",
+        "linegate_too_late_total counter",
+        "linegate_replay_backlog_records gauge",
+        "linegate_replay_drain_rate_records_per_second gauge",
+        "linegate_replay_eta_seconds gauge",
+        "linegate_broker_connected gauge",
+        "linegate_broker_connects_total counter",
+        "linegate_broker_disconnects_total counter",
+        "linegate_store_disk_bytes gauge",
+        "linegate_clock_state gauge",
+        "linegate_sensor_overruns_total counter",
+        "linegate_journal_commit_latency_seconds histogram",
+        "linegate_fsyncs_total counter",
+    ] {
+        assert!(body.contains(&format!("\n# TYPE {family}\n")), "no `{family}` in:\n{body}");
+    }
+    for sample in [
+        "linegate_lag_seconds{machine=\"press-7\"} 5.0",
+        "linegate_watermark_timestamp_seconds{machine=\"press-7\"} 1700000055.0",
+        "linegate_rejected_total{reason=\"malformed_json\"} 4",
+        "linegate_rejected_total{reason=\"sensor_conflict\"} 0",
+        "linegate_replay_eta_seconds 20.0",
+        "linegate_broker_connects_total 2",
+        "linegate_broker_disconnects_total 1",
+        "linegate_clock_state{state=\"synced\"} 1",
+        "linegate_clock_state{state=\"unknown\"} 0",
+        "linegate_outbox_records{kind=\"gap\"} 0",
+        "linegate_processing_latency_seconds_count 5",
+    ] {
+        assert!(body.contains(&format!("\n{sample}\n")), "no `{sample}` in:\n{body}");
+    }
+    assert!(!body.contains("lathe-2"), "a machine without a watermark has no lag yet");
+
+    let (status, _, _) = fetch(addr, "/other").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
+
+/// The check above can fail: promtool rejects what `prometheus-client` writes before our
+/// conversion to format 0.0.4 (counters named without `_total` in their HELP and TYPE lines).
+#[test]
+fn promtool_rejects_the_unconverted_openmetrics_text() {
+    let mut open = String::new();
+    let mut registry = prometheus_client::registry::Registry::with_prefix("linegate");
+    let counter: prometheus_client::metrics::counter::Counter = Default::default();
+    registry.register("fsyncs", "fsync calls", counter);
+    prometheus_client::encoding::text::encode(&mut open, &registry).unwrap();
+    let (ok, said) = promtool_check(&open);
+    assert!(!ok, "promtool accepted OpenMetrics counters: {said}");
+    assert!(said.contains("linegate_fsyncs_total"), "{said}");
+    let (ok, said) = promtool_check(&linegate::telemetry::exposition::openmetrics_to_text(&open));
+    assert!(ok && said.trim().is_empty(), "{said}");
+}
