@@ -7,10 +7,13 @@
 #    should not need -dev packages to build us, and Cross.toml's images then need no pre-build;
 # 2. builds the release binary for aarch64 and armv7, strips a copy of each and checks it is at
 #    most 10 MB (10 000 000 bytes);
-# 3. runs the aarch64 tests under qemu-user: the test targets that run in-process. Those that
+# 3. replays every golden trace with both release binaries under qemu-user and compares alerts
+#    and summary byte for byte with fixtures/expected/ (as tests/golden.rs does natively), and the
+#    CWRU trace with the native binary's output: the decisions are the same on 64- and 32-bit ARM;
+# 4. runs the aarch64 tests under qemu-user: the test targets that run in-process. Those that
 #    execute an aarch64 program as a child (the linegate binary, or the test binary itself) cannot
 #    run here: qemu-user runs the test binary, but the kernel cannot exec an aarch64 child without
-#    a binfmt_misc registration, which a CI container does not have.
+#    a binfmt_misc registration, which a CI container does not have (3. covers the binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,11 +28,17 @@ export CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_LINKER=arm-linux-gnueabihf-gcc
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export CC_armv7_unknown_linux_gnueabihf=arm-linux-gnueabihf-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64-static -L /usr/aarch64-linux-gnu"
-# The stripping tool of each target's binutils (Debian's binutils-<triple>, pulled in by gcc-<triple>).
-strip_tool() {
+# Each target's GNU triple (Debian's binutils-<triple>, libc in /usr/<triple>) and qemu-user.
+gnu_triple() {
     case "$1" in
-        aarch64-unknown-linux-gnu) echo aarch64-linux-gnu-strip ;;
-        armv7-unknown-linux-gnueabihf) echo arm-linux-gnueabihf-strip ;;
+        aarch64-unknown-linux-gnu) echo aarch64-linux-gnu ;;
+        armv7-unknown-linux-gnueabihf) echo arm-linux-gnueabihf ;;
+    esac
+}
+qemu_for() {
+    case "$1" in
+        aarch64-unknown-linux-gnu) echo qemu-aarch64-static ;;
+        armv7-unknown-linux-gnueabihf) echo qemu-arm-static ;;
     esac
 }
 
@@ -52,7 +61,7 @@ for target in "${TARGETS[@]}"; do
     cargo build --release --locked --target "$target" --bin linegate
     built="$target_dir/$target/release/linegate"
     stripped="$target_dir/$target/release/linegate.stripped"
-    "$(strip_tool "$target")" -o "$stripped" "$built"
+    "$(gnu_triple "$target")-strip" -o "$stripped" "$built"
     bytes=$(stat -c %s "$stripped")
     echo "$target: built in $(($(now) - start)) s; $(stat -c %s "$built") bytes, stripped $bytes bytes"
     file "$stripped" 2>/dev/null || true
@@ -60,6 +69,43 @@ for target in "${TARGETS[@]}"; do
         echo "FAIL: stripped $target binary is $bytes bytes, more than $MAX_STRIPPED_BYTES" >&2
         exit 1
     fi
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# replay_on TARGET TRACE CONFIG: the target's stripped binary under qemu-user replays TRACE into
+# $tmp/alerts.jsonl and $tmp/summary.json; its progress line goes to $tmp/replay.err.
+replay_on() {
+    "$(qemu_for "$1")" -L "/usr/$(gnu_triple "$1")" "$target_dir/$1/release/linegate.stripped" \
+        replay "$2" --config "$3" --out "$tmp/alerts.jsonl" --summary "$tmp/summary.json" 2>"$tmp/replay.err" \
+        || { cat "$tmp/replay.err" >&2; echo "FAIL: $1: replay of $2 failed" >&2; exit 1; }
+}
+# same FILE WANT WHAT: byte-identical, or a FAIL naming WHAT.
+same() {
+    cmp "$1" "$2" || { echo "FAIL: $3 differs from $2" >&2; exit 1; }
+}
+
+# The CWRU trace (raw samples: feature extraction in floating point) against the native binary.
+cargo build --locked --all-features --bin linegate
+"$target_dir/debug/linegate" replay fixtures/traces/cwru.jsonl --config fixtures/traces/cwru.toml \
+    --out "$tmp/native.alerts.jsonl" --summary "$tmp/native.summary.json" 2>/dev/null
+for target in "${TARGETS[@]}"; do
+    echo "-- golden traces and the CWRU trace replayed by the $target binary under qemu-user"
+    start=$(now)
+    count=0
+    for want in fixtures/expected/*.alerts.jsonl; do
+        name=$(basename "$want" .alerts.jsonl)
+        config=fixtures/traces/$name.toml
+        [ -f "$config" ] || config=fixtures/traces/golden.toml
+        replay_on "$target" "fixtures/traces/$name.jsonl" "$config"
+        same "$tmp/alerts.jsonl" "$want" "$target: $name alerts"
+        same "$tmp/summary.json" "fixtures/expected/$name.summary.json" "$target: $name summary"
+        count=$((count + 1))
+    done
+    replay_on "$target" fixtures/traces/cwru.jsonl fixtures/traces/cwru.toml
+    same "$tmp/alerts.jsonl" "$tmp/native.alerts.jsonl" "$target: CWRU alerts (native x86_64 run)"
+    same "$tmp/summary.json" "$tmp/native.summary.json" "$target: CWRU summary (native x86_64 run)"
+    echo "$target: $count golden traces and CWRU identical ($(($(now) - start)) s)"
 done
 
 echo "-- aarch64 tests under qemu-user: ${QEMU_TESTS[*]}"

@@ -7,8 +7,9 @@
 # 1. `systemd-analyze verify` on the unit. verify refuses a unit whose ExecStart binary does not
 #    exist, and /usr/local/bin/linegate is not installed on a build machine, so the unit is
 #    verified as a copy in a temporary directory whose ExecStart points at the freshly built
-#    binary (LINEGATE_BINARY, default: `cargo build`'s target/debug/linegate). Only that one path
-#    is rewritten; every other line is checked as shipped.
+#    binary (LINEGATE_BINARY; default: target/debug/linegate from `cargo build --all-features`,
+#    which the test step has already built). Only that one path is rewritten; every other line
+#    is checked as shipped.
 # 2. `systemd-analyze security --offline=true`: the "Overall exposure level" must be <= 2.5.
 # 3. `systemd-sysusers --root=TMP` creates the user and groups in an empty root: the file parses
 #    and yields the user linegate in i2c, spi and dialout.
@@ -28,7 +29,7 @@ fail() {
 if [ $# -ge 1 ]; then
     binary=$1
 else
-    cargo build --locked --bin linegate
+    cargo build --locked --all-features --bin linegate
     target_dir=$(cargo metadata --format-version 1 --no-deps \
         | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
     binary=$target_dir/debug/linegate
