@@ -57,11 +57,8 @@ fn store(c: &mut Criterion) {
     });
     drop(s);
 
-    let db = sled::Config::new()
-        .path(tmp.path().join("plain"))
-        .cache_capacity(64 << 20)
-        .open()
-        .unwrap();
+    let db =
+        sled::Config::new().path(tmp.path().join("plain")).cache_capacity(64 << 20).open().unwrap();
     let tree = db.open_tree("samples").unwrap();
     let db_file = tmp.path().join("plain").join("db");
     let mut k = 0;

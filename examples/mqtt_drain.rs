@@ -147,6 +147,8 @@ fn main() {
             let text: String = (0..n).map(|i| event_json(i % 8, i as u64 / 8 + 1) + "\n").collect();
             std::fs::write(&args[3], text).unwrap();
         }
-        _ => eprintln!("usage: mqtt_drain fill STORE MINUTES SENSORS | drain STORE PORT | lines N FILE"),
+        _ => eprintln!(
+            "usage: mqtt_drain fill STORE MINUTES SENSORS | drain STORE PORT | lines N FILE"
+        ),
     }
 }

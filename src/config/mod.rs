@@ -13,8 +13,8 @@ mod duration;
 mod mqtt;
 mod raw;
 mod size;
-mod source_modbus;
 mod source_bus;
+mod source_modbus;
 
 pub use source_bus::{Axis, BusSensor, I2cSource, SpiSource};
 

@@ -2,5 +2,5 @@
 
 pub mod bus;
 pub mod clock_quality;
-pub mod probe;
 pub mod modbus;
+pub mod probe;

@@ -57,9 +57,9 @@ mod error;
 mod fsync;
 mod journal;
 mod ledger;
+mod outbox_read;
 mod recovery;
 mod retention;
-mod outbox_read;
 mod seq;
 mod state;
 
@@ -67,9 +67,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use error::{Result, StoreError};
+pub use journal::{JournalRecord, Origin};
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use retention::{frame_span_ms, low_water, shed_count, Protect, ShedReport, SHED_BATCH};
-pub use journal::{JournalRecord, Origin};
 pub use state::Checkpoint;
 
 /// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
