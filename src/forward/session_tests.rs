@@ -3,6 +3,7 @@
 use super::*;
 use crate::event::Unit;
 use crate::forward::MemorySource;
+use crate::ledger::LedgerEntry;
 use crate::outbox::{GapNotice, GapRange};
 use crate::trace::SamplesRecord;
 
@@ -369,4 +370,41 @@ fn a_connection_without_pubacks_is_stalled() {
     f.pump(0, &src);
     assert!(!f.s.stalled(10_000));
     assert!(f.s.stalled(10_001));
+}
+
+#[test]
+fn written_records_are_reported_published_once_and_re_sent_ones_again() {
+    let src = MemorySource::new();
+    for i in 1..=4 {
+        src.push(event("s1", i)).unwrap();
+    }
+    let mut s = Session::new(cfg());
+    s.on_connack(0, &src).unwrap();
+    let n = s.next_publishes(1, &src).unwrap().len(); // status, events 1..=3, event 4
+    assert_eq!(s.take_published(), Vec::<u64>::new(), "handed over is not yet written");
+    for pkid in 1..=n as u16 {
+        assert!(s.on_outgoing_publish(pkid));
+    }
+    assert_eq!(s.take_published(), vec![1, 2, 3, 4]);
+    assert_eq!(s.take_published(), Vec::<u64>::new());
+    // The connection drops before any PUBACK: the next one writes them again.
+    s.on_connack(2, &src).unwrap();
+    let n = s.next_publishes(3, &src).unwrap().len();
+    for pkid in 1..=n as u16 {
+        assert!(s.on_outgoing_publish(pkid));
+    }
+    assert!(s.on_puback(2, 4));
+    let (published, acked) = (s.take_published(), s.take_acks());
+    assert_eq!((published.as_slice(), acked.as_slice()), (&[1, 2, 3, 4][..], &[1, 2, 3][..]));
+    // One commit: `Published` before `Acknowledged`.
+    src.ack(&published, &acked, 5).unwrap();
+    let kinds: Vec<_> = src.ledger().unwrap().into_iter().map(|r| r.entry).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            LedgerEntry::Published { outbox_seqs: vec![1, 2, 3, 4] },
+            LedgerEntry::Acknowledged { outbox_seqs: vec![1, 2, 3] },
+        ]
+    );
+    assert_eq!(src.pending_seqs().unwrap(), vec![4]);
 }

@@ -114,14 +114,27 @@ pub struct Subscriber {
 }
 
 impl Subscriber {
-    /// Starts and waits until it receives a probe published on `{root}/probe`.
+    /// Starts and waits until it receives a probe published on `{root}/probe`. `args` go to
+    /// both `mosquitto_sub` and the probe's `mosquitto_pub` (TLS, credentials).
     pub fn start(dir: &Path, port: u16, root: &str, args: &[&str]) -> Subscriber {
+        Self::spawn(dir, port, root, &[], args)
+    }
+
+    /// Like [`Subscriber::start`], with a persistent session (`clean session` off) under
+    /// `client_id`: while it is away, the broker queues what it would have received, and a
+    /// subscriber started again with the same id gets it.
+    pub fn with_session(dir: &Path, port: u16, root: &str, client_id: &str) -> Subscriber {
+        Self::spawn(dir, port, root, &["-c", "-i", client_id], &[])
+    }
+
+    fn spawn(dir: &Path, port: u16, root: &str, own: &[&str], args: &[&str]) -> Subscriber {
         let out = dir.join(format!("sub-{port}-{}.txt", free_port()));
         let file = std::fs::File::create(&out).unwrap();
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let child = Command::new("mosquitto_sub")
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-F", "%t %x"])
             .args(["-t", &format!("{root}/#")])
+            .args(own)
             .args(&args)
             .stdout(file)
             .stderr(Stdio::null())
