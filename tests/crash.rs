@@ -35,6 +35,9 @@ const POINTS: &[&str] = &[
     "app::resume::before_catch_up", // during recovery: before replaying the journal
 ];
 
+/// The points a process passes once, at start-up.
+const ONCE_PER_START: &[&str] = &["app::start::after_restart", "app::resume::before_catch_up"];
+
 /// A small deterministic generator (xorshift).
 struct Rng(u64);
 impl Rng {
@@ -323,7 +326,9 @@ fn sigkill_at_every_failpoint_and_at_random_loses_and_doubles_nothing() {
             } else {
                 let p = POINTS[point_i % POINTS.len()];
                 point_i += 1;
-                (Some((p, 1 + rng.below(5))), None)
+                // A start-up point passes once per process: only its first pass can kill.
+                let nth = if ONCE_PER_START.contains(&p) { 1 } else { 1 + rng.below(5) };
+                (Some((p, nth)), None)
             };
             let spec = kill_at.map(|(p, n)| format!("{p}:{n}"));
             match run(&config, forward, spec, after) {

@@ -110,47 +110,66 @@ pub struct Subscriber {
     out: PathBuf,
     child: Child,
     port: u16,
+    /// Arguments for `mosquitto_sub` alone (the session).
+    own: Vec<String>,
+    /// Arguments for `mosquitto_sub` and the probe's `mosquitto_pub` (TLS, credentials).
     args: Vec<String>,
 }
 
 impl Subscriber {
-    /// Starts and waits until it receives a probe published on `{root}/probe`. `args` go to
-    /// both `mosquitto_sub` and the probe's `mosquitto_pub` (TLS, credentials).
+    /// Starts and waits (up to 60 s: CI machines are shared) until it receives a probe published
+    /// on `{root}/probe`. A `mosquitto_sub` that exited (a refused first connection) is started
+    /// again. `args` go to both `mosquitto_sub` and the probe's `mosquitto_pub`.
     pub fn start(dir: &Path, port: u16, root: &str, args: &[&str]) -> Subscriber {
-        Self::spawn(dir, port, root, &[], args)
+        Self::start_with(dir, port, root, &[], args)
     }
 
     /// Like [`Subscriber::start`], with a persistent session (`clean session` off) under
     /// `client_id`: while it is away, the broker queues what it would have received, and a
     /// subscriber started again with the same id gets it.
     pub fn with_session(dir: &Path, port: u16, root: &str, client_id: &str) -> Subscriber {
-        Self::spawn(dir, port, root, &["-c", "-i", client_id], &[])
+        Self::start_with(dir, port, root, &["-c", "-i", client_id], &[])
     }
 
-    fn spawn(dir: &Path, port: u16, root: &str, own: &[&str], args: &[&str]) -> Subscriber {
+    fn start_with(dir: &Path, port: u16, root: &str, own: &[&str], args: &[&str]) -> Subscriber {
         let out = dir.join(format!("sub-{port}-{}.txt", free_port()));
-        let file = std::fs::File::create(&out).unwrap();
+        let own: Vec<String> = own.iter().map(|s| s.to_string()).collect();
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let child = Command::new("mosquitto_sub")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-F", "%t %x"])
-            .args(["-t", &format!("{root}/#")])
-            .args(own)
-            .args(&args)
-            .stdout(file)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("mosquitto_sub must be installed (.ci/run installs it)");
-        let s = Subscriber { out, child, port, args };
+        let child = Self::spawn(&out, port, root, &[own.as_slice(), &args].concat());
+        let mut s = Subscriber { out, child, port, own, args };
         let probe = format!("{root}/probe");
-        wait_for("the subscriber to receive a probe", 250, || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(_)) = s.child.try_wait() {
+                s.child = Self::spawn(&s.out, port, root, &[s.own.as_slice(), &s.args].concat());
+            }
             let _ = Command::new("mosquitto_pub")
                 .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-t", &probe])
                 .args(["-m", "probe"])
                 .args(&s.args)
                 .status();
-            s.messages().iter().any(|(t, _)| *t == probe)
-        });
-        s
+            if s.messages().iter().any(|(t, _)| *t == probe) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for the subscriber to receive a probe"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `mosquitto_sub` on `{root}/#` at QoS 1, appending `topic hex-payload` lines to `out`.
+    fn spawn(out: &Path, port: u16, root: &str, args: &[String]) -> Child {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(out).unwrap();
+        Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-F", "%t %x"])
+            .args(["-t", &format!("{root}/#")])
+            .args(args)
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto_sub must be installed (.ci/run installs it)")
     }
 
     /// Everything received so far, in arrival order (probes included).
