@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use linegate::clock::{Clock, SystemClock};
 use linegate::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -138,7 +139,7 @@ impl Subscriber {
         let child = Self::spawn(&out, port, root, &[own.as_slice(), &args].concat());
         let mut s = Subscriber { out, child, port, own, args };
         let probe = format!("{root}/probe");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let clock = SystemClock::new();
         loop {
             if let Ok(Some(_)) = s.child.try_wait() {
                 s.child = Self::spawn(&s.out, port, root, &[s.own.as_slice(), &s.args].concat());
@@ -152,7 +153,7 @@ impl Subscriber {
                 return s;
             }
             assert!(
-                std::time::Instant::now() < deadline,
+                clock.monotonic_ms() < 60_000,
                 "timed out waiting for the subscriber to receive a probe"
             );
             std::thread::sleep(Duration::from_millis(50));
