@@ -159,7 +159,8 @@ fn run(
     let sink = linegate::telemetry::logging::init(&default_filter)?;
     tracing::debug!(?sink, "logging");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let opts = linegate::app::RunOptions { exit_at_end, forward, ..Default::default() };
+    let store = linegate::store::StoreOptions { cache_bytes: config.store.cache_bytes };
+    let opts = linegate::app::RunOptions { exit_at_end, forward, store };
     linegate::app::shutdown::abort_on_panic();
     let result = rt.block_on(linegate::app::shutdown::run_until_signal(config, opts));
     // Blocking threads still busy after a shutdown timeout must not hold the exit up.
