@@ -301,7 +301,10 @@ fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
     assert!(status.success(), "{status:?}\n{}", d.log());
 
     let ledger = ledger(&fast);
-    assert!(ledger.iter().any(|r| r["entry"]["kind"] == "restart"), "no restart ledgered");
+    let kinds: Vec<&str> = ledger.iter().map(|r| r["entry"]["kind"].as_str().unwrap()).collect();
+    assert!(!kinds.contains(&"recovery"), "the store was moved aside:\n{}", d.log());
+    let restart = ledger.iter().find(|r| r["entry"]["kind"] == "restart").expect("a restart");
+    assert!(restart["entry"]["checkpoint_pos"].as_u64().unwrap() > 0, "{restart}");
     let after = accepted_ids(&ledger);
     assert!(after.is_superset(&before) && after.len() > before.len());
     assert_eq!(after.len() as u64, replay_accepted(dir.path(), &cwru_trace(), &fast));

@@ -289,17 +289,21 @@ fn spawn_services(
 pub const WATCHDOG_STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Completes on SIGTERM or SIGINT (or at once if the handlers cannot be installed, so the
-/// pipeline stops cleanly rather than becoming unkillable).
-pub async fn shutdown_signal() {
+/// pipeline stops cleanly rather than becoming unkillable). The handlers are installed when this
+/// is called, not when the future is first polled: a SIGTERM right after READY=1 must not find
+/// the default action (death) still in place. Call it inside the runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let (term, int) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: finishing the current batch"),
-                _ = int.recv() => tracing::info!("SIGINT: finishing the current batch"),
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: finishing the current batch"),
+                    _ = int.recv() => tracing::info!("SIGINT: finishing the current batch"),
+                }
             }
+            (Err(e), _) | (_, Err(e)) => tracing::error!("cannot install signal handlers: {e}"),
         }
-        (Err(e), _) | (_, Err(e)) => tracing::error!("cannot install signal handlers: {e}"),
     }
 }

@@ -29,8 +29,9 @@ pub const FORWARD_DRAIN: Duration = Duration::from_secs(3);
 /// [`run`] stopped by SIGTERM or SIGINT ([`super::shutdown_signal`]) within [`SHUTDOWN_TIMEOUT`].
 pub async fn run_until_signal(config: Config, opts: RunOptions) -> Result<(), AppError> {
     let (signalled_tx, mut signalled) = watch::channel(false);
+    let signal = super::shutdown_signal();
     let shutdown = async move {
-        super::shutdown_signal().await;
+        signal.await;
         let _ = signalled_tx.send(true);
     };
     let give_up = async move {
