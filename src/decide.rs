@@ -179,6 +179,11 @@ impl Decider {
         std::mem::take(&mut self.rejected_derived)
     }
 
+    /// The rule's state now and the frame cutter's open frames (for the metrics).
+    pub fn state_size(&self) -> (StateSize, usize) {
+        (self.engine.state_size(), self.cutter.open_frames())
+    }
+
     /// Records how large the state is now, for `peak_state`.
     pub fn note_state(&mut self) {
         let StateSize { high_events, members, dedup_ids, .. } = self.engine.state_size();

@@ -169,16 +169,17 @@ fn run(
             return Err(format!("--forward {other:?}: the forwarders are mqtt and local-ack").into())
         }
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LINEGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let default_filter = std::env::var("LINEGATE_LOG").unwrap_or_else(|_| "info".to_owned());
+    let sink = linegate::telemetry::logging::init(&default_filter)?;
+    tracing::debug!(?sink, "logging");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let opts = linegate::app::RunOptions { exit_at_end, forward, ..Default::default() };
-    rt.block_on(linegate::app::run(config, opts, linegate::app::shutdown_signal()))?;
+    let store = linegate::store::StoreOptions { cache_bytes: config.store.cache_bytes };
+    let opts = linegate::app::RunOptions { exit_at_end, forward, store };
+    linegate::app::shutdown::abort_on_panic();
+    let result = rt.block_on(linegate::app::shutdown::run_until_signal(config, opts));
+    // Blocking threads still busy after a shutdown timeout must not hold the exit up.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    result?;
     Ok(())
 }
 

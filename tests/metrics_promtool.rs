@@ -3,9 +3,10 @@
 //! complaint. promtool comes from Debian's `prometheus` package (installed by `.ci/run`).
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/promtool.rs"]
+mod promtool;
+
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use linegate::decide::Counts;
 use linegate::event::ClockState;
@@ -75,26 +76,6 @@ async fn fetch(addr: std::net::SocketAddr, path: &str) -> (String, String, Strin
     (status.to_owned(), headers.to_lowercase(), body.to_owned())
 }
 
-/// promtool's verdict on `text`: (success, everything it printed).
-fn promtool_check(text: &str) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run promtool ({e}): install Debian's `prometheus` package (.ci/run does)"
-            )
-        });
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), said)
-}
-
 #[tokio::test]
 async fn served_metrics_pass_promtool_and_name_every_family() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -108,7 +89,7 @@ async fn served_metrics_pass_promtool_and_name_every_family() {
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(headers.contains("content-type: text/plain; version=0.0.4"), "{headers}");
 
-    let (ok, said) = promtool_check(&body);
+    let (ok, said) = promtool::check(&body);
     assert!(ok && said.trim().is_empty(), "promtool check metrics: {said}\n--- body:\n{body}");
 
     for family in [
@@ -169,9 +150,9 @@ fn promtool_rejects_the_unconverted_openmetrics_text() {
     let counter: prometheus_client::metrics::counter::Counter = Default::default();
     registry.register("fsyncs", "fsync calls", counter);
     prometheus_client::encoding::text::encode(&mut open, &registry).unwrap();
-    let (ok, said) = promtool_check(&open);
+    let (ok, said) = promtool::check(&open);
     assert!(!ok, "promtool accepted OpenMetrics counters: {said}");
     assert!(said.contains("linegate_fsyncs_total"), "{said}");
-    let (ok, said) = promtool_check(&linegate::telemetry::exposition::openmetrics_to_text(&open));
+    let (ok, said) = promtool::check(&linegate::telemetry::exposition::openmetrics_to_text(&open));
     assert!(ok && said.trim().is_empty(), "{said}");
 }

@@ -12,7 +12,14 @@
 //! `Restart` and resumes: the decide stage from its checkpoint (journal records after it are
 //! decided again, exactly as before), each source right after its last journaled record.
 //! Stopping (SIGTERM, SIGINT, or the end of every source with `exit_at_end`) commits what was
-//! read, decides and checkpoints it, lets the forwarder drain, and returns.
+//! read, decides and checkpoints it, lets the forwarder drain, and returns ([`shutdown`]: within
+//! a bounded time after a signal).
+//!
+//! Around the stages: the store opens with `Store::open_or_recover` (a damaged database is moved
+//! aside and the daemon goes on), [`telemetry`] feeds the metrics served on `[metrics] listen`,
+//! [`retention`] keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
+//! store is open and the sources started, WATCHDOG=1 while the decide stage makes progress
+//! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
 
 pub mod audit;
 pub mod forward;
@@ -20,7 +27,10 @@ pub mod forward_mqtt;
 mod ingest;
 pub mod outputs;
 pub mod records;
+pub mod retention;
+pub mod shutdown;
 mod stage;
+pub mod telemetry;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -74,6 +84,8 @@ pub enum AppError {
     Injected { point: &'static str },
     #[error("source {index} (kind {kind}): `linegate run` reads trace sources only so far; `linegate probe` reads this one")]
     UnsupportedSource { index: usize, kind: &'static str },
+    #[error("shutdown did not finish within {after:?} of the signal; the next start resumes from the store")]
+    ShutdownTimeout { after: std::time::Duration },
 }
 
 /// Locks the shared store.
@@ -111,17 +123,19 @@ pub async fn run(
     {
         return Err(AppError::UnsupportedSource { index, kind: source.kind() });
     }
-    let path = config.store.path.clone();
-    let store_opts = opts.store.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&path, store_opts)).await??;
+    let telemetry = telemetry::Telemetry::new();
+    let metrics_listener = telemetry::bind_metrics(&config.metrics.listen).await;
+    let store = open_store(&config, opts.store.clone()).await?;
     let store: SharedStore = Arc::new(Mutex::new(store));
     let outbox_grew = Arc::new(Notify::new());
     let config = Arc::new(config);
     let (catchup_end, offsets, stage) = {
         let (store, grew, config) = (store.clone(), outbox_grew.clone(), config.clone());
-        tokio::task::spawn_blocking(move || start(&config, store, grew)).await??
+        let t = telemetry.clone();
+        tokio::task::spawn_blocking(move || start(&config, store, grew, t)).await??
     };
     let (stop_tx, stop_rx) = watch::channel(false);
+    let services = spawn_services(&config, &store, &telemetry, metrics_listener, &stop_rx);
     let (tx, rx) = mpsc::channel(4);
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
@@ -143,12 +157,18 @@ pub async fn run(
         let ctx = ForwardCtx { store: store.clone(), outbox_grew, stop: stop_rx.clone() };
         tokio::spawn(slot(ctx))
     });
+    crate::telemetry::watchdog::ready("running: store open, sources started");
+    let mut signalled = false;
     let ingest_result = {
         tokio::pin!(shutdown);
         let mut result = Ok(());
         loop {
             tokio::select! {
-                _ = &mut shutdown, if !*stop_rx.borrow() => { let _ = stop_tx.send(true); }
+                _ = &mut shutdown, if !*stop_rx.borrow() => {
+                    signalled = true;
+                    crate::telemetry::watchdog::stopping("stopping: committing what was read");
+                    let _ = stop_tx.send(true);
+                }
                 joined = ingests.join_next() => match joined {
                     None => break,
                     Some(r) => if let Err(e) = r.map_err(AppError::from).and_then(|r| r) {
@@ -163,9 +183,16 @@ pub async fn run(
     let decided = decide.await.map_err(AppError::from).and_then(|r| r);
     let _ = stop_tx.send(true);
     let forwarded = match forward {
+        Some(f) if signalled => shutdown::drain_forwarder(f, shutdown::FORWARD_DRAIN).await,
         Some(f) => f.await.map_err(AppError::from).and_then(|r| r),
         None => Ok(()),
     };
+    if decided.is_ok() {
+        retention::run_once(&store, &config, &telemetry).await;
+    }
+    for s in services {
+        s.abort();
+    }
     // The decide stage's own error explains an ingest task's `StageGone`: report it first.
     decided.and(ingest_result).and(forwarded)
 }
@@ -176,8 +203,9 @@ fn start(
     config: &Config,
     store: SharedStore,
     grew: Arc<Notify>,
+    telemetry: telemetry::Telemetry,
 ) -> Result<(u64, std::collections::BTreeMap<u16, u64>, stage::DecideStage), AppError> {
-    let stage = stage::DecideStage::restore(config, store.clone(), grew)?;
+    let stage = stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
     let mut offsets = stage.offsets().clone();
     let mut s = lock(&store)?;
     let journal_next = s.next_journal_pos();
@@ -201,18 +229,84 @@ fn start(
     Ok((journal_next, offsets, stage))
 }
 
+/// Opens the store, recovering from a damaged one (moved aside, a `Recovery` ledger record, a
+/// fresh store): the daemon keeps running rather than crash-looping.
+async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppError> {
+    let path = config.store.path.clone();
+    let now_ms = SystemClock::new().now_ms();
+    let (store, recovered) = tokio::task::spawn_blocking(move || {
+        shutdown::panics_caught(|| Store::open_or_recover(&path, opts, now_ms))
+    })
+    .await??;
+    if let Some(r) = recovered {
+        tracing::error!(
+            what = %r.what,
+            moved_to = %r.moved_to.display(),
+            lost = %r.lost,
+            "the store was damaged: moved aside, starting with a fresh one"
+        );
+    }
+    Ok(store)
+}
+
+/// The tasks beside the stages: the metrics endpoint, the store sampler, the retention budget
+/// and systemd's watchdog. They end when `stop` is set (or are aborted when `run` returns).
+fn spawn_services(
+    config: &Arc<Config>,
+    store: &SharedStore,
+    t: &telemetry::Telemetry,
+    metrics_listener: Option<tokio::net::TcpListener>,
+    stop: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let stopped = |mut stop: watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let mut tasks = Vec::new();
+    if let Some(listener) = metrics_listener {
+        let serve =
+            crate::telemetry::http::serve(listener, t.metrics.clone(), stopped(stop.clone()));
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "metrics endpoint stopped");
+            }
+        }));
+    }
+    tasks.push(tokio::spawn(telemetry::sample_loop(store.clone(), t.clone(), stop.clone())));
+    let retention =
+        retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());
+    tasks.push(tokio::spawn(retention));
+    let stall_after = WATCHDOG_STALL_AFTER;
+    let heartbeat = t.heartbeat.clone();
+    if let Some(w) = crate::telemetry::watchdog::spawn_systemd_watchdog(
+        stall_after,
+        heartbeat,
+        stopped(stop.clone()),
+    ) {
+        tasks.push(w);
+    }
+    tasks
+}
+
+/// Work pending and no progress for this long: the watchdog stops pinging (systemd restarts the
+/// service once its `WatchdogSec` runs out).
+pub const WATCHDOG_STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Completes on SIGTERM or SIGINT (or at once if the handlers cannot be installed, so the
-/// pipeline stops cleanly rather than becoming unkillable).
-pub async fn shutdown_signal() {
+/// pipeline stops cleanly rather than becoming unkillable). The handlers are installed when this
+/// is called, not when the future is first polled: a SIGTERM right after READY=1 must not find
+/// the default action (death) still in place. Call it inside the runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let (term, int) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: finishing the current batch"),
-                _ = int.recv() => tracing::info!("SIGINT: finishing the current batch"),
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: finishing the current batch"),
+                    _ = int.recv() => tracing::info!("SIGINT: finishing the current batch"),
+                }
             }
+            (Err(e), _) | (_, Err(e)) => tracing::error!("cannot install signal handlers: {e}"),
         }
-        (Err(e), _) | (_, Err(e)) => tracing::error!("cannot install signal handlers: {e}"),
     }
 }

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, Notify};
 
 use super::outputs::Pending;
 use super::records::CheckpointPayload;
+use super::telemetry::Telemetry;
 use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -34,6 +35,12 @@ pub(super) struct DecideStage {
     outbox_grew: Arc<Notify>,
     /// Outbox records below this sequence hold no pending `Samples` reference (scanned before).
     samples_scan_from: u64,
+    telemetry: Telemetry,
+    /// Ingest time of the last record decided.
+    last_at: Option<i64>,
+    /// Monotonic receipt time of each batch decided since the last checkpoint (not catch-up).
+    received_ms: Vec<i64>,
+    clock: SystemClock,
 }
 
 impl DecideStage {
@@ -42,6 +49,7 @@ impl DecideStage {
         config: &Config,
         store: SharedStore,
         outbox_grew: Arc<Notify>,
+        telemetry: Telemetry,
     ) -> Result<DecideStage, AppError> {
         let cp = lock(&store)?.last_checkpoint()?;
         let (decider, offsets, last_pos) = match cp {
@@ -64,6 +72,10 @@ impl DecideStage {
             commit_interval_ms: config.store.commit_interval_ms,
             outbox_grew,
             samples_scan_from: 1,
+            telemetry,
+            last_at: None,
+            received_ms: Vec::new(),
+            clock: SystemClock::new(),
         })
     }
 
@@ -81,6 +93,8 @@ impl DecideStage {
     ) -> Result<(), AppError> {
         let clock = SystemClock::new();
         let mut last_cp = clock.monotonic_ms();
+        let heartbeat = self.telemetry.heartbeat.clone();
+        heartbeat.set_pending(true);
         crate::app::failpoint!("app::resume::before_catch_up");
         loop {
             let chunk: Vec<JournalRecord> = {
@@ -105,13 +119,17 @@ impl DecideStage {
                 Err(mpsc::error::TryRecvError::Empty) => {
                     self.checkpoint(false)?;
                     last_cp = clock.monotonic_ms();
-                    match input.blocking_recv() {
+                    heartbeat.set_pending(false);
+                    let b = input.blocking_recv();
+                    heartbeat.set_pending(true);
+                    match b {
                         Some(b) => b,
                         None => break,
                     }
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
             };
+            self.received_ms.push(self.clock.monotonic_ms());
             self.decide(&batch);
             let due = clock.monotonic_ms() - last_cp >= self.commit_interval_ms;
             if due || self.pending.records >= self.commit_records {
@@ -129,6 +147,7 @@ impl DecideStage {
             }
             self.pending.decide(&mut self.decider, rec);
             self.last_pos = rec.pos;
+            self.last_at = Some(rec.at);
             if let Some(o) = rec.origin.filter(|o| o.source != crate::store::Origin::RELEASED) {
                 self.offsets.insert(o.source, o.end_offset);
             }
@@ -142,6 +161,16 @@ impl DecideStage {
         if self.pending.is_empty() {
             return Ok(());
         }
+        self.checkpoint_store(last)?;
+        let now = self.clock.monotonic_ms();
+        let latencies: Vec<f64> =
+            self.received_ms.drain(..).map(|t| (now - t).max(0) as f64 / 1000.0).collect();
+        self.telemetry.checkpointed(&self.decider, self.last_at, &latencies);
+        self.telemetry.heartbeat.bump();
+        Ok(())
+    }
+
+    fn checkpoint_store(&mut self, last: bool) -> Result<(), AppError> {
         let payload =
             CheckpointPayload { decider: self.decider.snapshot(), offsets: self.offsets.clone() };
         let shared = self.store.clone();

@@ -49,7 +49,7 @@ fn encode(at: i64, origin: Option<Origin>, line: &[u8]) -> Vec<u8> {
     v
 }
 
-fn decode(path: &std::path::Path, key: &[u8], value: &[u8]) -> Result<JournalRecord> {
+pub(super) fn decode(path: &std::path::Path, key: &[u8], value: &[u8]) -> Result<JournalRecord> {
     let pos = <[u8; 8]>::try_from(key)
         .map(u64::from_be_bytes)
         .map_err(|_| corrupt(path, JOURNAL, key, "journal key is not 8 bytes"))?;

@@ -43,7 +43,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{failpoint, Result, Store, StoreError, StoreOptions, JOURNAL};
+use super::{failpoint, Result, Store, StoreError, StoreOptions};
 use crate::ledger::{LedgerEntry, LedgerRecord};
 use crate::outbox::OutboxRecord;
 
@@ -106,9 +106,7 @@ impl Store {
         }
         for kv in self.journal.iter().rev().take(RECOVERY_SCAN) {
             let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
-            if v.len() < 9 || v[0] != 1 {
-                return Err(self.corrupt(JOURNAL, &k, "journal record does not decode"));
-            }
+            super::journal::decode(&self.path, &k, &v)?;
         }
         let outbox = || self.state.scan_prefix(super::state::OUTBOX);
         for kv in outbox().take(RECOVERY_SCAN).chain(outbox().rev().take(RECOVERY_SCAN)) {

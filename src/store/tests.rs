@@ -273,3 +273,21 @@ fn a_ledger_value_that_does_not_decode_names_its_key() {
     let err = s.ledger_from(1).next().unwrap().unwrap_err().to_string();
     assert!(err.contains("key l/5") && err.contains("ledger record"), "{err}");
 }
+
+/// Records with an origin (format version 2, what `linegate run` writes) pass the start-up check:
+/// it once accepted only version 1 at the journal's end, and moved every such store aside.
+#[test]
+fn journal_records_with_an_origin_pass_the_startup_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("db");
+    {
+        let mut s = open(&path);
+        let origin = Origin { source: 0, end_offset: 42 };
+        s.append_journal_from(&[(5, origin, b"line".to_vec())]).unwrap();
+        s.commit().unwrap();
+        s.startup_check().unwrap();
+    }
+    let (s, recovered) = Store::open_or_recover(&path, small(), 0).unwrap();
+    assert_eq!(recovered, None);
+    assert_eq!(s.journal_last_offset(0).unwrap(), Some(42));
+}

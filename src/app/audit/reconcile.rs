@@ -6,7 +6,8 @@
 //! *delayed* when it may still come: the event after it is within `allowed_lateness` of the
 //! newest ingest time in the ledger, so the missing events would still be applied. Any other gap
 //! is missing and undeclared: a failure, as is an accepted event or alert record neither
-//! acknowledged nor queued.
+//! acknowledged nor queued. Raw samples declared missing (shed by the retention budget, lost to a
+//! sensor overrun) are listed as missing ranges of event time, with the reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -42,6 +43,16 @@ pub struct Gap {
     pub status: GapStatus,
 }
 
+/// Raw samples of one sensor in `[from_ms, to_ms)` of event time, declared missing for `reason`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SampleGap {
+    pub machine: String,
+    pub sensor: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub reason: String,
+}
+
 /// The report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Reconciliation {
@@ -52,6 +63,8 @@ pub struct Reconciliation {
     /// Accepted events or alert records neither acknowledged nor queued.
     pub unaccounted: Vec<String>,
     pub gaps: Vec<Gap>,
+    /// Declared raw-sample gaps, in ledger order.
+    pub sample_gaps: Vec<SampleGap>,
 }
 
 impl Reconciliation {
@@ -87,11 +100,19 @@ pub fn reconcile_ledger<'a>(
                 owed.push((format!("alert {alert_id} revision {revision}"), *outbox_seq));
             }
             LedgerEntry::Acknowledged { outbox_seqs } => acked.extend(outbox_seqs.iter().copied()),
-            LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => {
-                if let GapRange::Events { from_seq, to_seq } = gap.range {
+            LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => match gap.range
+            {
+                GapRange::Events { from_seq, to_seq } => {
                     declared.push((gap.sensor.clone(), from_seq, to_seq, gap.reason.clone()));
                 }
-            }
+                GapRange::Samples { from_ms, to_ms } => r.sample_gaps.push(SampleGap {
+                    machine: gap.machine.clone(),
+                    sensor: gap.sensor.clone(),
+                    from_ms,
+                    to_ms,
+                    reason: gap.reason.clone(),
+                }),
+            },
             _ => {}
         }
     }
@@ -172,6 +193,13 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
                 out,
                 "  gap {}/{} seq {}..={}: {what}",
                 g.machine, g.sensor, g.from_seq, g.to_seq
+            )?;
+        }
+        for g in &r.sample_gaps {
+            writeln!(
+                out,
+                "  gap {}/{} samples [{}, {}) ms: missing (declared: {})",
+                g.machine, g.sensor, g.from_ms, g.to_ms, g.reason
             )?;
         }
         writeln!(out, "{}", if r.ok() { "reconcile: ok" } else { "reconcile: FAILED" })?;

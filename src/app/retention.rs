@@ -1,0 +1,197 @@
+//! The retention budget in the daemon: every [`RETENTION_INTERVAL`], and once more when the
+//! pipeline stops, a task takes the store's lock and, when the directory is over
+//! `[store] max_bytes`, calls [`Store::shed_to_budget`] (`store/retention.rs`: oldest raw sample
+//! frames first, each shed range a `Shed` ledger record and a declared gap in the outbox).
+//!
+//! What is protected ([`Evidence`]): raw samples are never shed when they are, or may still
+//! become, alert evidence —
+//! - frames that overlap the raw samples of any evidence event of any archived alert revision:
+//!   its `samples` reference `[from_ms, to_ms]` when it has one, else the 1-second frame that
+//!   ends at its `ts_ms` (a derived event's `ts_ms` is its frame's end);
+//! - frames of a machine that end after its watermark minus the rule window and the allowed
+//!   lateness: events there can still join an incident (late ones included).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::telemetry::Telemetry;
+use super::{lock, AppError, SharedStore};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::rule::alert::AlertRecord;
+use crate::store::archive::ALERTS;
+use crate::store::{ShedReport, Store};
+
+/// How often the budget is checked (the check is a walk of the store's directory).
+pub const RETENTION_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The raw samples that must be kept: see the module documentation. Pure.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Evidence {
+    /// Per (machine, sensor), the raw-sample span `[from, to]` of every evidence event.
+    events: BTreeMap<(String, String), Vec<(i64, i64)>>,
+    /// Per machine, frames ending after this are kept.
+    recent_from: BTreeMap<String, i64>,
+}
+
+impl Evidence {
+    /// From archived alert revisions and each machine's watermark; `keep_ms` is how far behind
+    /// the watermark events can still join an incident.
+    pub fn new<'a>(
+        alerts: impl IntoIterator<Item = &'a AlertRecord>,
+        watermarks: &BTreeMap<String, i64>,
+        keep_ms: i64,
+    ) -> Evidence {
+        let mut events: BTreeMap<(String, String), Vec<(i64, i64)>> = BTreeMap::new();
+        for a in alerts {
+            for e in &a.evidence {
+                let span =
+                    e.samples.map_or((e.ts_ms - 1000, e.ts_ms - 1), |r| (r.from_ms, r.to_ms));
+                events.entry((a.machine.clone(), e.sensor.clone())).or_default().push(span);
+            }
+        }
+        for ts in events.values_mut() {
+            ts.sort_unstable();
+            ts.dedup();
+        }
+        let recent_from =
+            watermarks.iter().map(|(m, &wm)| (m.clone(), wm.saturating_sub(keep_ms))).collect();
+        Evidence { events, recent_from }
+    }
+
+    /// Whether raw samples of `machine`/`sensor` in `[from_ms, to_ms)` must be kept.
+    pub fn protects(&self, machine: &str, sensor: &str, from_ms: i64, to_ms: i64) -> bool {
+        if self.recent_from.get(machine).is_some_and(|&since| to_ms > since) {
+            return true;
+        }
+        let key = (machine.to_owned(), sensor.to_owned());
+        let spans = self.events.get(&key).map_or(&[][..], Vec::as_slice);
+        spans.iter().any(|&(from, to)| from < to_ms && to >= from_ms)
+    }
+}
+
+/// Every archived alert revision.
+fn archived_alerts(store: &Store) -> Result<Vec<AlertRecord>, AppError> {
+    let mut out = Vec::new();
+    for kv in store.archive_scan(ALERTS) {
+        let (key, value) = kv?;
+        match serde_json::from_slice::<AlertRecord>(&value) {
+            Ok(a) => out.push(a),
+            Err(e) => tracing::warn!(
+                key = %key.escape_ascii(),
+                error = %e,
+                "retention: an archived alert record does not decode; its evidence is not protected"
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// One check of the budget: sheds when the store is over it. `None` when within budget.
+pub(super) fn enforce(
+    store: &SharedStore,
+    config: &Config,
+    telemetry: &Telemetry,
+) -> Result<Option<ShedReport>, AppError> {
+    let max = config.store.max_bytes;
+    let mut s = lock(store)?;
+    if s.disk_usage()? <= max {
+        return Ok(None);
+    }
+    let keep_ms = config.rule.window_ms.saturating_add(config.time.allowed_lateness_ms);
+    let evidence = Evidence::new(&archived_alerts(&s)?, &telemetry.watermarks(), keep_ms);
+    let protect =
+        |m: &str, sensor: &str, from: i64, to: i64| evidence.protects(m, sensor, from, to);
+    let report = s.shed_to_budget(max, SystemClock::new().now_ms(), &protect)?;
+    drop(s);
+    if report.triggered {
+        tracing::info!(
+            size = report.size_before,
+            max_bytes = max,
+            frames = report.frames,
+            sample_bytes = report.bytes,
+            protected = report.protected,
+            gaps = report.gaps.len(),
+            "retention: over budget, shed the oldest raw sample frames"
+        );
+        if report.frames == 0 {
+            tracing::warn!(
+                "retention: nothing could be shed (events, alerts and alert evidence are kept)"
+            );
+        }
+        telemetry.metrics.set_store_bytes(report.size_after);
+    }
+    Ok(Some(report))
+}
+
+/// Checks the budget every [`RETENTION_INTERVAL`] until `stop`. A failed check is logged and
+/// tried again (a store that failed a write is poisoned and stops the decide stage anyway).
+pub(super) async fn retention_loop(
+    store: SharedStore,
+    config: Arc<Config>,
+    telemetry: Telemetry,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(RETENTION_INTERVAL) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        run_once(&store, &config, &telemetry).await;
+    }
+}
+
+/// One [`enforce`] on a blocking thread; errors are logged.
+pub(super) async fn run_once(store: &SharedStore, config: &Arc<Config>, telemetry: &Telemetry) {
+    let (store, config, t) = (store.clone(), config.clone(), telemetry.clone());
+    let r = tokio::task::spawn_blocking(move || enforce(&store, &config, &t)).await;
+    if let Err(e) = r.map_err(AppError::from).and_then(|r| r) {
+        tracing::error!(error = %e, "retention: the budget check failed");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn alert(machine: &str, evidence: &[(&str, i64)]) -> AlertRecord {
+        let ev: Vec<_> = evidence
+            .iter()
+            .map(|(s, ts)| {
+                serde_json::json!({"event_id": format!("{s}.{ts}"), "sensor": s, "seq": 1,
+                    "ts_ms": ts, "value": 0.9, "unit": "g", "quality": "good",
+                    "clock": {"state": "synced", "err_ms": 1}, "samples": null})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "alert_id": "a1", "revision": 0, "kind": "open", "machine": machine,
+            "rule": "r", "onset_ms": 0, "end_ms": null, "evidence": ev, "also": [],
+            "superseded_by": null, "caused_by": null, "watermark_ms": 0,
+            "decided_at_ms": 0, "provisional": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn evidence_frames_and_recent_frames_are_protected() {
+        let a = alert("m", &[("s1", 10_000), ("s1", 12_000)]);
+        let wm = BTreeMap::from([("m".to_owned(), 100_000)]);
+        let e = Evidence::new([&a], &wm, 30_000);
+        // The evidence frames [9000, 10000) and [11000, 12000), and nothing else old.
+        assert!(e.protects("m", "s1", 9_000, 10_000));
+        assert!(e.protects("m", "s1", 9_999, 10_500));
+        assert!(e.protects("m", "s1", 0, 20_000), "a long frame around the evidence");
+        assert!(!e.protects("m", "s1", 10_000, 11_000), "between the evidence frames");
+        assert!(!e.protects("m", "s1", 8_000, 9_000), "ends where evidence starts");
+        assert!(!e.protects("m", "s2", 9_000, 10_000), "another sensor");
+        assert!(!e.protects("n", "s1", 9_000, 10_000), "another machine");
+        // Recent: ends after watermark - keep = 70 000.
+        assert!(!e.protects("m", "s2", 69_000, 70_000));
+        assert!(e.protects("m", "s2", 69_500, 70_500));
+        assert!(!e.protects("n", "s2", 99_000, 100_000), "no watermark: not recent");
+    }
+}

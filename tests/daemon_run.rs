@@ -1,0 +1,405 @@
+//! `linegate run` as a daemon (issue 6), the real binary on trace sources:
+//! - `/metrics` is served while it works, passes `promtool check metrics`, and shows what the
+//!   stages counted;
+//! - SIGTERM stops it with exit 0 within the shutdown bound, and a restart resumes: `reconcile`
+//!   is clean and the accepted events are exactly those `linegate replay` accepts;
+//! - systemd's notify protocol: READY=1, WATCHDOG=1 (with `WATCHDOG_USEC`), STOPPING=1 on a
+//!   datagram socket the test binds;
+//! - a small `[store] max_bytes` sheds old raw samples: `Shed` records in `linegate dump ledger`,
+//!   and `reconcile` lists them as missing with the reason.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/promtool.rs"]
+mod promtool;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use linegate::clock::{Clock, SystemClock};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linegate");
+
+/// Any wait for the daemon gives up after this many 50 ms polls (30 s).
+const POLLS: u32 = 600;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cwru_trace() -> PathBuf {
+    root().join("fixtures/traces/cwru.jsonl")
+}
+
+/// A port nobody listens on now (the config names a fixed address).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Setup {
+    trace: PathBuf,
+    speed: f64,
+    port: u16,
+    max_bytes: &'static str,
+    allowed_lateness: &'static str,
+}
+
+impl Setup {
+    fn new(trace: PathBuf) -> Setup {
+        Setup { trace, speed: 0.0, port: free_port(), max_bytes: "4GiB", allowed_lateness: "10m" }
+    }
+
+    /// Writes the configuration (the CWRU fixture's rule) to `dir/NAME`.
+    fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        let text = format!(
+            r#"[gateway]
+id = "gw-daemon"
+
+[rule]
+name = "high-vibration"
+metric = "accel_rms"
+unit = "g"
+threshold = 0.5
+window = "2m"
+count = 3
+
+[rule.machines.motor-b]
+threshold = 0.511
+
+[time]
+watermark_bound = "5s"
+allowed_lateness = "{lateness}"
+idle_timeout = "30s"
+max_future = "5s"
+
+[store]
+path = "{store}"
+max_bytes = "{max_bytes}"
+commit_records = 20
+commit_interval = "20ms"
+
+[metrics]
+listen = "127.0.0.1:{port}"
+
+[[source]]
+kind = "trace"
+path = "{trace}"
+speed = {speed:?}
+"#,
+            lateness = self.allowed_lateness,
+            store = dir.join("db").display(),
+            max_bytes = self.max_bytes,
+            port = self.port,
+            trace = self.trace.display(),
+            speed = self.speed,
+        );
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// A running `linegate run`, killed if the test fails before it ends.
+struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let log = config.with_extension("log");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--config"]).arg(config).args(args);
+        cmd.env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC").env_remove("JOURNAL_STREAM");
+        cmd.envs(env.iter().copied()).env("LINEGATE_LOG", "info");
+        cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
+        Daemon { child: Some(cmd.spawn().unwrap()), log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn sigterm(&self) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    }
+
+    /// Waits for the exit (at most `polls` × 50 ms); the status and how long it took.
+    fn wait(&mut self, polls: u32) -> (ExitStatus, Duration) {
+        let child = self.child.as_mut().unwrap();
+        let clock = SystemClock::new();
+        for _ in 0..polls {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return (status, Duration::from_millis(clock.monotonic_ms().max(0) as u64));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("linegate run did not exit in time; its log:\n{}", self.log());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `GET /metrics`; `None` while nothing listens.
+fn scrape(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// The value of the sample line `name` (with its labels, exactly) in `text`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Scrapes until `ok` holds for the body; returns that body.
+fn scrape_until(d: &Daemon, port: u16, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    for _ in 0..POLLS {
+        if let Some(body) = scrape(port).filter(|b| ok(b)) {
+            return body;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("metrics never showed {what}; last scrape:\n{:?}\nlog:\n{}", scrape(port), d.log());
+}
+
+/// Runs a `linegate` subcommand on `config`: (success, stdout).
+fn cli(args: &[&str], config: &Path) -> (bool, String) {
+    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() || out.status.code() == Some(1),
+        "linegate {args:?}: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn ledger(config: &Path) -> Vec<serde_json::Value> {
+    let (ok, text) = cli(&["dump", "ledger"], config);
+    assert!(ok);
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Event ids the ledger accepted (each must appear once).
+fn accepted_ids(ledger: &[serde_json::Value]) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    for r in ledger.iter().filter(|r| r["entry"]["kind"] == "accepted") {
+        let id = r["entry"]["event_id"].as_str().unwrap().to_owned();
+        assert!(ids.insert(id.clone()), "event {id} accepted twice");
+    }
+    ids
+}
+
+/// How many events `linegate replay` accepts on the same trace and configuration.
+fn replay_accepted(dir: &Path, trace: &Path, config: &Path) -> u64 {
+    let (out, summary) = (dir.join("replay-alerts.jsonl"), dir.join("replay-summary.json"));
+    let status = Command::new(BIN)
+        .arg("replay")
+        .arg(trace)
+        .arg("--config")
+        .arg(config)
+        .arg("--out")
+        .arg(&out)
+        .arg("--summary")
+        .arg(&summary)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    v["counts"]["accepted"].as_u64().or_else(|| v["accepted"].as_u64()).unwrap()
+}
+
+#[test]
+fn metrics_are_served_while_running_and_pass_promtool() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = Setup::new(cwru_trace());
+    let config = setup.write(dir.path(), "run.toml");
+    let mut d = Daemon::start(&config, &[], &[]);
+    // All 119 lines decided (the daemon then waits for more), and the store sampled since.
+    let body = scrape_until(&d, setup.port, "every line decided and the outbox sampled", |b| {
+        sample(b, "linegate_records_total") == Some(119.0)
+            && sample(b, "linegate_outbox_records{kind=\"samples\"}").unwrap_or(0.0) > 0.0
+    });
+    let (ok, said) = promtool::check(&body);
+    assert!(ok && said.trim().is_empty(), "promtool check metrics: {said}\n--- body:\n{body}");
+
+    assert_eq!(sample(&body, "linegate_samples_records_total"), Some(77.0));
+    assert_eq!(sample(&body, "linegate_ticks_total"), Some(42.0));
+    assert!(sample(&body, "linegate_accepted_total").unwrap() > 0.0);
+    assert_eq!(sample(&body, "linegate_outbox_records{kind=\"samples\"}"), Some(77.0));
+    assert!(sample(&body, "linegate_outbox_records{kind=\"event\"}").unwrap() > 0.0);
+    assert!(sample(&body, "linegate_outbox_bytes{kind=\"event\"}").unwrap() > 0.0);
+    assert!(sample(&body, "linegate_store_disk_bytes").unwrap() > 100_000.0);
+    for machine in ["motor-a", "motor-b"] {
+        let wm = format!("linegate_watermark_timestamp_seconds{{machine=\"{machine}\"}}");
+        assert!(sample(&body, &wm).unwrap() > 1.7e9, "{wm}");
+        let lag = format!("linegate_lag_seconds{{machine=\"{machine}\"}}");
+        assert!(sample(&body, &lag).is_some(), "{lag}");
+    }
+    assert!(sample(&body, "linegate_processing_latency_seconds_count").unwrap() > 0.0);
+    assert!(sample(&body, "linegate_rule_state_entries{part=\"machines\"}").unwrap() >= 2.0);
+    // Nothing forwards: the backlog is the whole outbox and does not drain.
+    let backlog = sample(&body, "linegate_replay_backlog_records").unwrap();
+    assert!(backlog >= 77.0 && sample(&body, "linegate_replay_eta_seconds").is_some());
+    let clock_states: f64 = body
+        .lines()
+        .filter(|l| l.starts_with("linegate_clock_state{"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(clock_states, 1.0, "exactly one clock state");
+
+    d.sigterm();
+    let (status, took) = d.wait(POLLS);
+    assert!(status.success(), "{status:?}\n{}", d.log());
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(scrape(setup.port).is_none(), "the endpoint outlived the daemon");
+}
+
+#[test]
+fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    // 621 s of trace at 40× real time: about 15 s, so SIGTERM lands in the middle.
+    let mut setup = Setup::new(cwru_trace());
+    setup.speed = 40.0;
+    let paced = setup.write(dir.path(), "paced.toml");
+    let mut d = Daemon::start(&paced, &[], &[]);
+    scrape_until(&d, setup.port, "some records decided", |b| {
+        sample(b, "linegate_records_total").is_some_and(|n| n >= 10.0)
+    });
+    d.sigterm();
+    let (status, took) = d.wait(POLLS);
+    assert!(status.success(), "{status:?}\n{}", d.log());
+    assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+    let before = accepted_ids(&ledger(&paced));
+    assert!(!before.is_empty());
+
+    // The rest at full speed, to the end.
+    setup.speed = 0.0;
+    let fast = setup.write(dir.path(), "fast.toml");
+    let mut d = Daemon::start(&fast, &["--exit-at-end"], &[]);
+    let (status, _) = d.wait(POLLS);
+    assert!(status.success(), "{status:?}\n{}", d.log());
+
+    let ledger = ledger(&fast);
+    let kinds: Vec<&str> = ledger.iter().map(|r| r["entry"]["kind"].as_str().unwrap()).collect();
+    assert!(!kinds.contains(&"recovery"), "the store was moved aside:\n{}", d.log());
+    let restart = ledger.iter().find(|r| r["entry"]["kind"] == "restart").expect("a restart");
+    assert!(restart["entry"]["checkpoint_pos"].as_u64().unwrap() > 0, "{restart}");
+    let after = accepted_ids(&ledger);
+    assert!(after.is_superset(&before) && after.len() > before.len());
+    assert_eq!(after.len() as u64, replay_accepted(dir.path(), &cwru_trace(), &fast));
+    let (ok, report) = cli(&["reconcile"], &fast);
+    assert!(ok, "{report}");
+    assert!(report.contains("reconcile: ok"), "{report}");
+}
+
+#[test]
+fn systemd_hears_ready_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let setup = Setup::new(cwru_trace());
+    let config = setup.write(dir.path(), "run.toml");
+    let socket_env = socket_path.to_str().unwrap();
+    // A 200 ms watchdog: pings every 100 ms.
+    let env = [("NOTIFY_SOCKET", socket_env), ("WATCHDOG_USEC", "200000")];
+    let mut d = Daemon::start(&config, &[], &env);
+
+    let mut heard: Vec<String> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut listen_until = |heard: &mut Vec<String>, what: &str| {
+        for _ in 0..POLLS {
+            if heard.iter().any(|m| m.lines().any(|l| l == what)) {
+                return;
+            }
+            if let Ok(n) = socket.recv(&mut buf) {
+                heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+        }
+        panic!("never heard {what}; heard {heard:?}\nlog:\n{}", d.log());
+    };
+    listen_until(&mut heard, "READY=1");
+    listen_until(&mut heard, "WATCHDOG=1");
+    let ready = heard.iter().position(|m| m.contains("READY=1")).unwrap();
+    let ping = heard.iter().position(|m| m.contains("WATCHDOG=1")).unwrap();
+    assert!(ready < ping || heard[ready].contains("WATCHDOG=1"), "{heard:?}");
+    d.sigterm();
+    listen_until(&mut heard, "STOPPING=1");
+    let (status, _) = d.wait(POLLS);
+    assert!(status.success(), "{status:?}\n{}", d.log());
+}
+
+/// One machine, two sensors, `seconds` of 2000 Hz samples in 1-second lines, and a tick.
+fn samples_trace(path: &Path, seconds: i64) {
+    const T0: i64 = 1_700_000_000_000;
+    let mut out = String::new();
+    for s in 0..seconds {
+        for sensor in ["x1", "x2"] {
+            let data: Vec<String> =
+                (0..2000).map(|i| format!("{:.3}", 0.1 * ((i + s) as f64 * 0.3).sin())).collect();
+            let (t0, at) = (T0 + s * 1000, T0 + s * 1000 + 1100);
+            out.push_str(&format!(
+                r#"{{"at":{at},"kind":"samples","machine":"mill","sensor":"{sensor}","t0_ms":{t0},"rate_hz":2000,"unit":"g","data":[{}]}}"#,
+                data.join(",")
+            ));
+            out.push('\n');
+        }
+    }
+    let end = T0 + seconds * 1000 + 60_000;
+    out.push_str(&format!("{{\"at\":{end},\"kind\":\"tick\"}}\n"));
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn a_small_budget_sheds_old_samples_as_declared_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("samples.jsonl");
+    samples_trace(&trace, 400);
+    let mut setup = Setup::new(trace);
+    setup.max_bytes = "2MiB";
+    setup.allowed_lateness = "10s";
+    let config = setup.write(dir.path(), "run.toml");
+    let mut d = Daemon::start(&config, &["--exit-at-end"], &[]);
+    let (status, _) = d.wait(POLLS * 4);
+    assert!(status.success(), "{status:?}\n{}", d.log());
+
+    let ledger = ledger(&config);
+    let shed: Vec<_> = ledger.iter().filter(|r| r["entry"]["kind"] == "shed").collect();
+    assert!(!shed.is_empty(), "nothing shed; log:\n{}", d.log());
+    // The watermark never passes the last ingest time (the final tick at 460 s), and frames
+    // within the rule window (2 min) plus the allowed lateness (10 s) of it are kept.
+    let kept_from = 1_700_000_000_000 + 460_000 - 130_000;
+    for r in &shed {
+        let gap = &r["entry"]["gap"];
+        assert_eq!(gap["reason"], "shed");
+        assert_eq!(gap["machine"], "mill");
+        let to = gap["range"]["to_ms"].as_i64().unwrap_or_else(|| panic!("{gap}"));
+        assert!(to <= kept_from, "a recent frame was shed: {gap}");
+    }
+    let (ok, report) = cli(&["reconcile"], &config);
+    assert!(ok, "{report}");
+    let missing = report.lines().filter(|l| l.contains("missing (declared: shed)")).count();
+    assert!(missing >= shed.len(), "{report}");
+    assert!(report.contains("gap mill/x1 samples ["), "{report}");
+}
