@@ -176,6 +176,18 @@ fn check_outage_and_audit(config: &Path, ledger: &[Value]) {
     );
 }
 
+/// Starts linegate, records, kills the server, lets the outage last a second after linegate
+/// noticed it, and starts a new server with `args`: the running daemon and the new server.
+async fn outage(config: &Path, mut server1: Child, args: &[&str]) -> (Daemon, Child) {
+    let mut daemon = Daemon::start(config);
+    daemon.wait_log("modbus connected", 1).await;
+    tokio::time::sleep(RECORD).await;
+    server1.kill();
+    daemon.wait_log("reconnecting", 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    (daemon, server(args))
+}
+
 fn tcp_keys(port: u16) -> String {
     format!(
         "kind = \"modbus-tcp\"\nhost = \"127.0.0.1\"\nport = {port}\nmachine = \"m1\"\n\
@@ -189,17 +201,12 @@ fn tcp_keys(port: u16) -> String {
 async fn modbus_tcp_run_stores_events_declares_an_outage_and_resumes_numbering() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut server1 = server(&["--tcp", &port.to_string()]);
+    let server1 = server(&["--tcp", &port.to_string()]);
     let config = write_config(dir.path(), &tcp_keys(port));
     wait_answer(&source(&tcp_keys(port))).await;
 
-    let mut daemon = Daemon::start(&config);
-    daemon.wait_log("modbus connected", 1).await;
-    tokio::time::sleep(RECORD).await;
-    server1.kill();
-    daemon.wait_log("reconnecting", 1).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let _server2 = server(&["--tcp", &port.to_string()]);
+    let port_arg = port.to_string();
+    let (mut daemon, _server2) = outage(&config, server1, &["--tcp", &port_arg]).await;
     daemon.wait_log("modbus connected", 2).await;
     tokio::time::sleep(RECORD).await;
     daemon.stop("TERM").await;
@@ -238,17 +245,11 @@ async fn modbus_rtu_run_over_a_pty_declares_the_outage_of_a_killed_server() {
         )
     };
     let args = ["--rtu", server_end.to_str().unwrap(), "--baud", "115200"];
-    let mut server1 = server(&args);
+    let server1 = server(&args);
     wait_answer(&source(&rtu(&client_end))).await;
     let config = write_config(dir.path(), &rtu(&client_end));
 
-    let mut daemon = Daemon::start(&config);
-    daemon.wait_log("modbus connected", 1).await;
-    tokio::time::sleep(RECORD).await;
-    server1.kill();
-    daemon.wait_log("reconnecting", 1).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let _server2 = server(&args);
+    let (daemon, _server2) = outage(&config, server1, &args).await;
     // The serial device is reopened after every failure; the first answer ends the outage.
     tokio::time::sleep(RECORD * 2).await;
     daemon.stop("TERM").await;
