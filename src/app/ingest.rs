@@ -18,7 +18,7 @@ use crate::store::{JournalRecord, Origin};
 use crate::trace::parse::salvage_at;
 
 /// One line read: `(at, origin, bytes)` as the journal takes it.
-type Line = (i64, Origin, Vec<u8>);
+pub(super) type Line = (i64, Origin, Vec<u8>);
 
 /// A trace file being read from a byte offset.
 #[derive(Debug)]
@@ -177,6 +177,16 @@ async fn commit(
     tx: &mpsc::Sender<Vec<JournalRecord>>,
     lines: Vec<Line>,
 ) -> Result<(), AppError> {
+    let records = journal(store, lines).await?;
+    tx.send(records).await.map_err(|_| AppError::StageGone("decide"))
+}
+
+/// Appends `lines` to the journal and commits: one group commit, one fsync for the batch.
+/// Returns the records as the decide stage takes them.
+pub(super) async fn journal(
+    store: &SharedStore,
+    lines: Vec<Line>,
+) -> Result<Vec<JournalRecord>, AppError> {
     let store = store.clone();
     let records = tokio::task::spawn_blocking(move || -> Result<Vec<JournalRecord>, AppError> {
         let mut s = lock(&store)?;
@@ -189,5 +199,5 @@ async fn commit(
     })
     .await??;
     crate::app::failpoint!("app::ingest::after_commit");
-    tx.send(records).await.map_err(|_| AppError::StageGone("decide"))
+    Ok(records)
 }

@@ -2,7 +2,9 @@
 //! sources → journal → decide → outbox → forward).
 //!
 //! - One ingest task per `kind = "trace"` source ([`ingest`]) journals lines with group commit
-//!   and hands committed batches to the decide stage over a bounded channel.
+//!   and hands committed batches to the decide stage over a bounded channel; one per live source
+//!   (`modbus-tcp`, `modbus-rtu`, `i2c`, `spi`: [`live`]) journals its sample blocks as trace
+//!   `samples` lines the same way, without ever waiting for the decide stage.
 //! - The decide stage ([`stage`]), a dedicated thread, decides them and checkpoints decider
 //!   state, outbox, ledger, quarantine and alert archive in one batch ([`outputs`]).
 //! - A forwarder ([`forward`]) plugs into a slot and is woken when the outbox grows.
@@ -25,6 +27,9 @@ pub mod audit;
 pub mod forward;
 pub mod forward_mqtt;
 mod ingest;
+mod live;
+mod live_bus;
+mod live_modbus;
 pub mod outputs;
 pub mod records;
 pub mod retention;
@@ -82,7 +87,7 @@ pub enum AppError {
     LockPoisoned,
     #[error("fault injected at failpoint {point}")]
     Injected { point: &'static str },
-    #[error("source {index} (kind {kind}): `linegate run` reads trace sources only so far; `linegate probe` reads this one")]
+    #[error("source {index} (kind {kind}) was handed to an ingest task for another kind")]
     UnsupportedSource { index: usize, kind: &'static str },
     #[error("shutdown did not finish within {after:?} of the signal; the next start resumes from the store")]
     ShutdownTimeout { after: std::time::Duration },
@@ -118,11 +123,6 @@ pub async fn run(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
-    if let Some((index, source)) =
-        config.source.iter().enumerate().find(|(_, s)| !matches!(s, SourceConfig::Trace(_)))
-    {
-        return Err(AppError::UnsupportedSource { index, kind: source.kind() });
-    }
     let telemetry = telemetry::Telemetry::new();
     let metrics_listener = telemetry::bind_metrics(&config.metrics.listen).await;
     let store = open_store(&config, opts.store.clone()).await?;
@@ -140,17 +140,34 @@ pub async fn run(
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
     for (i, source) in config.source.iter().enumerate() {
-        let SourceConfig::Trace(trace) = source else { continue };
-        let source = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
-        let p = ingest::IngestParams {
-            source,
-            trace: trace.clone(),
-            offset: offsets.get(&source).copied().unwrap_or(0),
+        let index = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
+        let offset = offsets.get(&index).copied().unwrap_or(0);
+        let (store, tx, stop) = (store.clone(), tx.clone(), stop_rx.clone());
+        let live = live::LiveParams {
+            source: index,
+            journaled: offset,
             commit_records: config.store.commit_records,
             commit_interval_ms: config.store.commit_interval_ms,
-            exit_at_end: opts.exit_at_end,
         };
-        ingests.spawn(ingest::ingest(p, store.clone(), tx.clone(), stop_rx.clone()));
+        match source {
+            SourceConfig::Trace(trace) => {
+                let p = ingest::IngestParams {
+                    source: index,
+                    trace: trace.clone(),
+                    offset,
+                    commit_records: config.store.commit_records,
+                    commit_interval_ms: config.store.commit_interval_ms,
+                    exit_at_end: opts.exit_at_end,
+                };
+                ingests.spawn(ingest::ingest(p, store, tx, stop));
+            }
+            SourceConfig::Modbus(m) => {
+                ingests.spawn(live_modbus::ingest(live, m.clone(), store, tx, stop));
+            }
+            SourceConfig::I2c(_) | SourceConfig::Spi(_) => {
+                ingests.spawn(live_bus::ingest(live, source.clone(), store, tx, stop));
+            }
+        }
     }
     drop(tx);
     let forward = opts.forward.map(|slot| {

@@ -84,8 +84,13 @@ impl DecideStage {
         &self.offsets
     }
 
-    /// Runs until every sender of `input` is gone and everything received is checkpointed.
+    /// Runs until every sender of `input` is gone and everything journaled is checkpointed.
     /// Records journaled before `catchup_end` (this start) are read from the journal first.
+    ///
+    /// A batch on `input` that starts after a hole (an ingest task did not wait for room in the
+    /// channel and left its records in the journal, or batches of two sources crossed) is
+    /// preceded by the records of the hole, read from the journal; batches of records decided
+    /// already are skipped. So records are always decided in journal order, each once.
     pub(super) fn run(
         mut self,
         catchup_end: u64,
@@ -96,23 +101,7 @@ impl DecideStage {
         let heartbeat = self.telemetry.heartbeat.clone();
         heartbeat.set_pending(true);
         crate::app::failpoint!("app::resume::before_catch_up");
-        loop {
-            let chunk: Vec<JournalRecord> = {
-                let store = lock(&self.store)?;
-                let from = self.last_pos + 1;
-                let it = store.journal_records_from(from).take_while(|r| match r {
-                    Ok(r) => r.pos < catchup_end,
-                    Err(_) => true,
-                });
-                it.take(self.commit_records).collect::<Result<_, _>>()?
-            };
-            if chunk.is_empty() {
-                break;
-            }
-            self.decide(&chunk);
-            self.checkpoint(false)?;
-            last_cp = clock.monotonic_ms();
-        }
+        self.catch_up(catchup_end, &clock, &mut last_cp)?;
         loop {
             let batch = match input.try_recv() {
                 Ok(b) => b,
@@ -130,6 +119,9 @@ impl DecideStage {
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
             };
             self.received_ms.push(self.clock.monotonic_ms());
+            if let Some(first) = batch.first().filter(|r| r.pos > self.last_pos + 1) {
+                self.catch_up(first.pos, &clock, &mut last_cp)?;
+            }
             self.decide(&batch);
             let due = clock.monotonic_ms() - last_cp >= self.commit_interval_ms;
             if due || self.pending.records >= self.commit_records {
@@ -137,7 +129,39 @@ impl DecideStage {
                 last_cp = clock.monotonic_ms();
             }
         }
+        // Every ingest task is gone: what they journaled without sending is decided now.
+        self.catch_up(u64::MAX, &clock, &mut last_cp)?;
         self.checkpoint(true)
+    }
+
+    /// Decides the journal records after the last one decided and before `end`, read from the
+    /// journal in chunks of `commit_records`, checkpointing as due.
+    fn catch_up(
+        &mut self,
+        end: u64,
+        clock: &SystemClock,
+        last_cp: &mut i64,
+    ) -> Result<(), AppError> {
+        loop {
+            let chunk: Vec<JournalRecord> = {
+                let store = lock(&self.store)?;
+                let from = self.last_pos + 1;
+                let it = store.journal_records_from(from).take_while(|r| match r {
+                    Ok(r) => r.pos < end,
+                    Err(_) => true,
+                });
+                it.take(self.commit_records).collect::<Result<_, _>>()?
+            };
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            self.decide(&chunk);
+            let due = clock.monotonic_ms() - *last_cp >= self.commit_interval_ms;
+            if due || self.pending.records >= self.commit_records {
+                self.checkpoint(false)?;
+                *last_cp = clock.monotonic_ms();
+            }
+        }
     }
 
     fn decide(&mut self, records: &[JournalRecord]) {

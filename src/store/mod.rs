@@ -55,6 +55,7 @@
 pub mod archive;
 mod error;
 mod fsync;
+mod gaps;
 mod journal;
 mod ledger;
 mod outbox_read;

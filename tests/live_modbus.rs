@@ -1,0 +1,260 @@
+//! `linegate run` (the real binary) with live Modbus sources against pymodbus serving recorded
+//! vibration (tests/support/): events derived and stored, a killed server's outage declared as a
+//! gap, SIGTERM and SIGINT stops, and sequence numbers that go on after a restart. Checked with
+//! `linegate dump ledger`, `inspect --json` and `reconcile` on the store afterwards.
+//!
+//! The daemon's store is locked while it runs, so the tests let it record for a few seconds of
+//! data (the length of a recording, not a synchronisation) after the log shows the connection.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/modbus.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linegate");
+/// Seconds of data recorded in each phase.
+const RECORD: Duration = Duration::from_millis(2_500);
+
+/// A running `linegate run` and its log lines so far.
+struct Daemon {
+    child: std::process::Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    fn start(config: &Path) -> Daemon {
+        let mut child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(config)
+            .env("LINEGATE_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (stderr, sink) = (child.stderr.take().unwrap(), log.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Daemon { child, log }
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.log.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
+    }
+
+    async fn wait_log(&mut self, needle: &str, n: usize) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while self.count(needle) < n {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("linegate exited ({status}):\n{}", self.log.lock().unwrap().join("\n"));
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no {needle:?} in the log");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends `signal` (TERM or INT) and waits for a clean exit.
+    async fn stop(mut self, signal: &str) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap()
+            .success());
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "linegate ignored SIG{signal}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let log = self.log.lock().unwrap().join("\n");
+        assert!(status.success(), "linegate after SIG{signal}: {status}\n{log}");
+        assert!(log.contains(&format!("SIG{signal}")), "{log}");
+    }
+}
+
+fn write_config(dir: &Path, source_keys: &str) -> PathBuf {
+    let path = dir.join("linegate.toml");
+    let text = format!(
+        "[gateway]\nid = \"gw-live\"\n\n[store]\npath = \"{}\"\ncommit_interval = \"50ms\"\n\n\
+         [[source]]\n{source_keys}",
+        dir.join("db").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn cli(args: &[&str], config: &Path) -> String {
+    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// The ledger's entries (`dump ledger`).
+fn ledger(config: &Path) -> Vec<Value> {
+    cli(&["dump", "ledger"], config)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
+        .collect()
+}
+
+/// Per sensor, the seqs of its accepted events in ledger order; every event id is
+/// `gw-live.{sensor}.{seq}`.
+fn accepted(ledger: &[Value]) -> BTreeMap<String, Vec<u64>> {
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in ledger.iter().filter(|e| e["kind"] == "accepted") {
+        let (sensor, seq) = (e["sensor"].as_str().unwrap(), e["seq"].as_u64().unwrap());
+        assert_eq!(e["event_id"], format!("gw-live.{sensor}.{seq}"));
+        assert_eq!(e["machine"], "m1");
+        out.entry(sensor.to_owned()).or_default().push(seq);
+    }
+    out
+}
+
+/// The declared gaps `(sensor, reason, from_ms, to_ms)`.
+fn gaps(ledger: &[Value]) -> Vec<(String, String, i64, i64)> {
+    ledger
+        .iter()
+        .filter(|e| e["kind"] == "gap_declared")
+        .map(|e| {
+            let g = &e["gap"];
+            (
+                g["sensor"].as_str().unwrap().to_owned(),
+                g["reason"].as_str().unwrap().to_owned(),
+                g["range"]["from_ms"].as_i64().unwrap(),
+                g["range"]["to_ms"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Every sensor's seqs are 1, 2, 3, ...: none skipped, none taken twice, across restarts.
+fn check_seqs(accepted: &BTreeMap<String, Vec<u64>>, min_events: usize) {
+    for sensor in ["i16", "f32-big", "f32-little", "i32-little", "index"] {
+        let seqs = accepted.get(sensor).map(Vec::as_slice).unwrap_or_default();
+        assert!(seqs.len() >= min_events, "{sensor}: {seqs:?}");
+        let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+        assert_eq!(seqs, want, "{sensor}");
+    }
+}
+
+/// The outage, the reconcile report and the queues after a run with a killed server.
+fn check_outage_and_audit(config: &Path, ledger: &[Value]) {
+    let gaps = gaps(ledger);
+    for sensor in ["i16", "index"] {
+        let g: Vec<_> = gaps.iter().filter(|g| g.0 == sensor && g.1 == "no_answer").collect();
+        assert!(!g.is_empty(), "{sensor}: the outage is declared: {gaps:?}");
+        // The server was away for a second at least; the poller notices within a timeout.
+        assert!(g.iter().any(|g| g.3 - g.2 >= 500), "{g:?}");
+    }
+    let report = cli(&["reconcile"], config);
+    assert!(!report.to_lowercase().contains("undeclared"), "{report}");
+    let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], config)).unwrap();
+    let outbox = &inspect["outbox"];
+    for kind in ["event", "samples", "gap"] {
+        assert!(outbox[kind][0].as_u64().unwrap_or(0) >= 1, "{kind} in the outbox: {inspect}");
+    }
+    assert_eq!(
+        inspect["checkpoint"].as_u64().unwrap() + 1,
+        inspect["journal_next"].as_u64().unwrap()
+    );
+}
+
+/// Starts linegate, records, kills the server, lets the outage last a second after linegate
+/// noticed it, and starts a new server with `args`: the running daemon and the new server.
+async fn outage(config: &Path, mut server1: Child, args: &[&str]) -> (Daemon, Child) {
+    let mut daemon = Daemon::start(config);
+    daemon.wait_log("modbus connected", 1).await;
+    tokio::time::sleep(RECORD).await;
+    server1.kill();
+    daemon.wait_log("reconnecting", 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    (daemon, server(args))
+}
+
+fn tcp_keys(port: u16) -> String {
+    format!(
+        "kind = \"modbus-tcp\"\nhost = \"127.0.0.1\"\nport = {port}\nmachine = \"m1\"\n\
+         poll_rate = 100\ntimeout = \"300ms\"\nblock_length = \"100ms\"\n\
+         reconnect_min = \"20ms\"\nreconnect_max = \"200ms\"\n{}",
+        map_keys("")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modbus_tcp_run_stores_events_declares_an_outage_and_resumes_numbering() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server1 = server(&["--tcp", &port.to_string()]);
+    let config = write_config(dir.path(), &tcp_keys(port));
+    wait_answer(&source(&tcp_keys(port))).await;
+
+    let port_arg = port.to_string();
+    let (mut daemon, _server2) = outage(&config, server1, &["--tcp", &port_arg]).await;
+    daemon.wait_log("modbus connected", 2).await;
+    tokio::time::sleep(RECORD).await;
+    daemon.stop("TERM").await;
+
+    let first = ledger(&config);
+    let before = accepted(&first);
+    check_seqs(&before, 3);
+    check_outage_and_audit(&config, &first);
+
+    // A second run on the same store goes on numbering after the first.
+    let mut daemon = Daemon::start(&config);
+    daemon.wait_log("modbus connected", 1).await;
+    tokio::time::sleep(RECORD).await;
+    daemon.stop("INT").await;
+    let second = ledger(&config);
+    assert!(second.iter().any(|e| e["kind"] == "restart"));
+    let after = accepted(&second);
+    check_seqs(&after, 3);
+    for (sensor, seqs) in &before {
+        assert!(after[sensor].len() > seqs.len(), "{sensor}: more events after the restart");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modbus_rtu_run_over_a_pty_declares_the_outage_of_a_killed_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_socat, server_end, client_end) = socat(dir.path());
+    wait_until("socat's pty links", || server_end.exists() && client_end.exists()).await;
+    let rtu = |path: &Path| {
+        format!(
+            "kind = \"modbus-rtu\"\npath = \"{}\"\nbaud = 115200\nparity = \"none\"\n\
+             machine = \"m1\"\npoll_rate = 100\ntimeout = \"150ms\"\nblock_length = \"100ms\"\n\
+             reconnect_min = \"20ms\"\nreconnect_max = \"200ms\"\n{}",
+            path.display(),
+            map_keys("")
+        )
+    };
+    let args = ["--rtu", server_end.to_str().unwrap(), "--baud", "115200"];
+    let server1 = server(&args);
+    wait_answer(&source(&rtu(&client_end))).await;
+    let config = write_config(dir.path(), &rtu(&client_end));
+
+    let (daemon, _server2) = outage(&config, server1, &args).await;
+    // The serial device is reopened after every failure; the first answer ends the outage.
+    tokio::time::sleep(RECORD * 2).await;
+    daemon.stop("TERM").await;
+
+    let ledger = ledger(&config);
+    check_seqs(&accepted(&ledger), 3);
+    check_outage_and_audit(&config, &ledger);
+}
