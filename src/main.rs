@@ -97,6 +97,10 @@ enum Command {
         /// How long to read each sensor (Modbus: this many seconds of polls).
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
+        /// One JSON object per source and line on standard output (board/raspberry-pi/README.md,
+        /// "Probe output"); the text goes to standard error.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -127,7 +131,7 @@ fn main() -> ExitCode {
             audit(&config, |store| linegate::app::audit::dump(store, &what))
         }
         Command::Decode { file } => decode(&file),
-        Command::Probe { config, seconds } => probe(&config, seconds),
+        Command::Probe { config, seconds, json } => probe(&config, seconds, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -336,9 +340,14 @@ fn check_config(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-fn probe(config: &Path, seconds: f64) -> Result<(), Error> {
+fn probe(config: &Path, seconds: f64, json: bool) -> Result<(), Error> {
     let c = Config::load(config)?;
-    let failed = linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock())?;
+    let failed = if json {
+        let mut stdout = std::io::stdout().lock();
+        linegate::source::probe::probe(&c, seconds, &mut std::io::stderr(), Some(&mut stdout))?
+    } else {
+        linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock(), None)?
+    };
     match failed {
         0 => Ok(()),
         n => {
