@@ -46,9 +46,14 @@ enum Command {
         /// Keep outbox records queued (no forwarder).
         #[arg(long, conflicts_with = "forward")]
         no_forward: bool,
-        /// `local-ack`: acknowledge every outbox record in-process (tests, demos).
+        /// `mqtt` (the default): publish the outbox to the `[mqtt]` broker; `local-ack`:
+        /// acknowledge every outbox record in-process (tests, demos).
         #[arg(long)]
         forward: Option<String>,
+        /// When stopping, how long the MQTT forwarder may keep publishing to empty the outbox
+        /// (what is left stays queued for the next start).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        drain_timeout: std::time::Duration,
     },
     /// Quarantined records: list, show, release (re-ingest) or drop them.
     Quarantine {
@@ -113,8 +118,10 @@ fn main() -> ExitCode {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
         Command::CheckConfig { config } => check_config(&config),
-        Command::Run { config, exit_at_end, no_forward, forward } => {
-            run(&config, exit_at_end, no_forward, forward.as_deref())
+        Command::Run { config, exit_at_end, no_forward, forward, drain_timeout } => {
+            let forward =
+                if no_forward { None } else { Some(forward.as_deref().unwrap_or("mqtt")) };
+            run(&config, exit_at_end, forward, drain_timeout)
         }
         Command::Quarantine { action, config } => match config {
             None => Err("quarantine needs --config FILE".into()),
@@ -145,18 +152,25 @@ fn main() -> ExitCode {
 type Error = Box<dyn std::error::Error>;
 
 /// `linegate run`: a tokio runtime around `linegate::app::run`, stopped by SIGTERM or SIGINT.
+/// `forward`: the forwarder's name, `None` for none.
 fn run(
     config: &Path,
     exit_at_end: bool,
-    no_forward: bool,
     forward: Option<&str>,
+    drain: std::time::Duration,
 ) -> Result<(), Error> {
     let config = Config::load(config)?;
-    let forward = match (no_forward, forward) {
-        (true, _) | (false, None) => None,
-        (false, Some("local-ack")) => Some(linegate::app::forward::local_ack()),
-        (false, Some(other)) => {
-            return Err(format!("--forward {other:?}: the only forwarder is local-ack").into())
+    let forward = match forward {
+        None => None,
+        Some("mqtt") => {
+            let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+            let cfg =
+                linegate::forward::ForwarderConfig::from_config(&config, credentials.as_deref())?;
+            Some(linegate::app::forward_mqtt::mqtt(cfg, drain))
+        }
+        Some("local-ack") => Some(linegate::app::forward::local_ack()),
+        Some(other) => {
+            return Err(format!("--forward {other:?}: the forwarders are mqtt and local-ack").into())
         }
     };
     tracing_subscriber::fmt()

@@ -175,6 +175,8 @@ fn run(config: &Path, forward: bool, kill_at: Option<String>, kill_after_ms: Opt
     cmd.args(["run", "--exit-at-end", "--config"]).arg(config);
     if forward {
         cmd.args(["--forward", "local-ack"]);
+    } else {
+        cmd.arg("--no-forward");
     }
     if let Some(k) = kill_at {
         cmd.env("LINEGATE_KILL_AT", k);

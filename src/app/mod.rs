@@ -16,6 +16,7 @@
 
 pub mod audit;
 pub mod forward;
+pub mod forward_mqtt;
 mod ingest;
 pub mod outputs;
 pub mod records;
@@ -63,6 +64,8 @@ pub enum AppError {
     Outbox { seq: u64, why: String },
     #[error("the {0} stage stopped unexpectedly")]
     StageGone(&'static str),
+    #[error(transparent)]
+    Forward(#[from] crate::forward::ForwardError),
     #[error("a pipeline task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
     #[error("the store's lock was poisoned by a panic in another stage")]

@@ -84,6 +84,10 @@ pub async fn run(
         let end = drive(&mut session, &client, rx, &deps, &mut shutdown).await;
         let connected = session.connected();
         session.on_disconnect();
+        let end = match end {
+            Ok(end) => commit_acks(&mut session, &src, &*clock, true).await.map(|()| end),
+            Err(e) => Err(e),
+        };
         match end {
             Ok(End::Shutdown) => {
                 let _ = client.disconnect().await;
@@ -162,18 +166,26 @@ fn describe(e: &ConnectionError) -> String {
     }
 }
 
-/// Removes acknowledged records from the outbox (one commit), off the async threads.
+/// Removes acknowledged records from the outbox (one commit), off the async threads, ledgering
+/// `Published` for the records written since the last commit in the same batch. With nothing
+/// acknowledged it commits nothing unless `flush` (the connection ended): the `Published` records
+/// ride on the next acknowledgement's commit rather than costing an fsync of their own.
 async fn commit_acks(
     session: &mut Session,
     src: &Arc<dyn OutboxSource>,
     clock: &dyn Clock,
+    flush: bool,
 ) -> Result<(), ForwardError> {
     let acks = session.take_acks();
-    if acks.is_empty() {
+    if acks.is_empty() && !flush {
+        return Ok(());
+    }
+    let published = session.take_published();
+    if acks.is_empty() && published.is_empty() {
         return Ok(());
     }
     let (src, at) = (src.clone(), clock.now_ms());
-    tokio::task::spawn_blocking(move || src.ack(&acks, at))
+    tokio::task::spawn_blocking(move || src.ack(&published, &acks, at))
         .await
         .map_err(|e| ForwardError::Join(e.to_string()))??;
     Ok(())
@@ -245,7 +257,7 @@ async fn drive(
             }
             next = rx.try_recv().ok();
         }
-        commit_acks(session, src, clock).await?;
+        commit_acks(session, src, clock, false).await?;
         if session.stalled(clock.monotonic_ms()) {
             return Ok(End::Lost("stalled: PUBLISHes in flight and no PUBACK".into()));
         }
@@ -259,7 +271,7 @@ async fn drive(
             }
         }
         // Records that needed no PUBLISH (see `Session::next_publishes`) leave now.
-        commit_acks(session, src, clock).await?;
+        commit_acks(session, src, clock, false).await?;
     }
 }
 

@@ -16,6 +16,8 @@
 //! - Alerts first (live or backlog, unpaced); then live records; then backlog. Within each of the
 //!   two streams, records go in outbox order, hence per sensor in `seq` order.
 //! - At most `inflight` PUBLISHes await a PUBACK.
+//! - Records whose PUBLISH was written are reported by [`Session::take_published`], so the ledger
+//!   says `Published` before (or in the same commit as) `Acknowledged`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -77,6 +79,8 @@ pub struct Session {
     /// Outstanding PUBLISHes of each split record.
     parts: HashMap<u64, usize>,
     acked: Vec<u64>,
+    /// Records whose PUBLISH (or a part of it) was written since [`Session::take_published`].
+    published: Vec<u64>,
     tokens: f64,
     refilled_ms: i64,
     progress_ms: i64,
@@ -104,6 +108,7 @@ impl Session {
             flights: VecDeque::new(),
             parts: HashMap::new(),
             acked: Vec::new(),
+            published: Vec::new(),
             tokens: 0.0,
             refilled_ms: 0,
             progress_ms: 0,
@@ -145,6 +150,7 @@ impl Session {
         match self.flights.iter_mut().find(|f| f.pkid.is_none()) {
             Some(f) => {
                 f.pkid = Some(pkid);
+                self.published.extend(f.seqs.iter().copied().chain(f.part_of));
                 true
             }
             None => false,
@@ -173,6 +179,15 @@ impl Session {
     /// Records whose publication is complete: the caller removes them from the outbox.
     pub fn take_acks(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.acked)
+    }
+
+    /// Records whose PUBLISH was written since the last call, in sequence order, each once: the
+    /// caller ledgers them as `Published` (a record sent again after a reconnect is again).
+    pub fn take_published(&mut self) -> Vec<u64> {
+        let mut p = std::mem::take(&mut self.published);
+        p.sort_unstable();
+        p.dedup();
+        p
     }
 
     /// Records acknowledged but not yet taken, plus those that need no publication.

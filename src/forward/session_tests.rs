@@ -72,7 +72,7 @@ impl Fake {
         }
         let acks = self.s.take_acks();
         if !acks.is_empty() {
-            src.ack(&acks, now).unwrap();
+            src.ack(&self.s.take_published(), &acks, now).unwrap();
         }
     }
     /// Pumps and acknowledges until nothing is left to send.

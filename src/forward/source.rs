@@ -31,12 +31,18 @@ pub trait OutboxSource: Send + Sync {
     fn next_seq(&self) -> Result<u64, SourceError>;
     /// The raw samples of journal record `journal_pos` (`None` when it is gone: truncated).
     fn samples(&self, journal_pos: u64) -> Result<Option<SamplesRecord>, SourceError>;
-    /// Removes acknowledged records, with a ledger record, durably (one commit).
-    fn ack(&self, seqs: &[u64], at_ms: i64) -> Result<(), SourceError>;
+    /// Ledgers `Published` for `published` (records whose PUBLISH was written since the last
+    /// call), then removes the acknowledged records `acked` with an `Acknowledged` ledger record,
+    /// durably (one commit). Either list may be empty.
+    fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError>;
 }
 
-fn ack_ledger(seqs: &[u64], at_ms: i64) -> LedgerRecord {
-    LedgerRecord::new(at_ms, LedgerEntry::Acknowledged { outbox_seqs: seqs.to_vec() })
+/// `Published` then `Acknowledged`, each only when it names a record.
+fn ack_ledger(published: &[u64], acked: &[u64], at_ms: i64) -> Vec<LedgerRecord> {
+    let p =
+        (!published.is_empty()).then(|| LedgerEntry::Published { outbox_seqs: published.to_vec() });
+    let a = (!acked.is_empty()).then(|| LedgerEntry::Acknowledged { outbox_seqs: acked.to_vec() });
+    p.into_iter().chain(a).map(|e| LedgerRecord::new(at_ms, e)).collect()
 }
 
 /// A journal line that must be a `samples` arrival.
@@ -74,9 +80,9 @@ impl OutboxSource for Mutex<Store> {
         }
     }
 
-    fn ack(&self, seqs: &[u64], at_ms: i64) -> Result<(), SourceError> {
+    fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError> {
         let mut store = self.lock().map_err(|_| SourceError::LockPoisoned)?;
-        Ok(store.outbox_ack_many(seqs, &[ack_ledger(seqs, at_ms)])?)
+        Ok(store.outbox_ack_many(acked, &ack_ledger(published, acked, at_ms))?)
     }
 }
 
@@ -123,7 +129,7 @@ impl MemorySource {
         self.with(|m| m.outbox.keys().copied().collect())
     }
 
-    /// Ledger records written by acknowledgements.
+    /// Ledger records written by [`OutboxSource::ack`].
     pub fn ledger(&self) -> Result<Vec<LedgerRecord>, SourceError> {
         self.with(|m| m.ledger.clone())
     }
@@ -145,12 +151,12 @@ impl OutboxSource for MemorySource {
         self.with(|m| m.journal.get(&journal_pos).cloned())
     }
 
-    fn ack(&self, seqs: &[u64], at_ms: i64) -> Result<(), SourceError> {
+    fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError> {
         self.with(|m| {
-            for s in seqs {
+            for s in acked {
                 m.outbox.remove(s);
             }
-            m.ledger.push(ack_ledger(seqs, at_ms));
+            m.ledger.extend(ack_ledger(published, acked, at_ms));
         })
     }
 }
