@@ -62,7 +62,7 @@ fn at_rest(i: usize) -> [i16; 3] {
         8 => 256 - 64,
         _ => 256,
     };
-    [if i % 2 == 0 { 2 } else { -2 }, -5, z]
+    [if i.is_multiple_of(2) { 2 } else { -2 }, -5, z]
 }
 
 /// One poll on the bus: INT_SOURCE (no overrun), FIFO_STATUS (16 entries), 16 samples.
