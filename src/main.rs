@@ -18,6 +18,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    #[cfg(feature = "demo")]
     /// The whole daemon on real bearing recordings against an embedded MQTT broker, with the
     /// broker taken away mid-run: alerts explained, reconcile, delivered vs accepted (< 60 s).
     Demo {
@@ -127,6 +128,7 @@ fn main() -> ExitCode {
         Command::Replay { trace, config, out, summary, rejected } => {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
+        #[cfg(feature = "demo")]
         Command::Demo { quick, trace } => demo(quick, trace),
         Command::CheckConfig { config } => check_config(&config),
         Command::Run { config, exit_at_end, no_forward, forward, drain_timeout } => {
@@ -197,6 +199,7 @@ fn run(
     Ok(())
 }
 
+#[cfg(feature = "demo")]
 /// `linegate demo`: exit 1 when reconcile fails or something accepted was not delivered.
 fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
     tracing_subscriber::fmt()
