@@ -58,7 +58,7 @@ done
 for target in "${TARGETS[@]}"; do
     echo "-- release build: $target"
     start=$(now)
-    cargo build --release --locked --target "$target" --bin linegate
+    cargo build --release --locked --no-default-features --target "$target" --bin linegate
     built="$target_dir/$target/release/linegate"
     stripped="$target_dir/$target/release/linegate.stripped"
     "$(gnu_triple "$target")-strip" -o "$stripped" "$built"

@@ -19,6 +19,8 @@ pub mod app;
 pub mod clock;
 pub mod config;
 pub mod decide;
+#[cfg(feature = "demo")]
+pub mod demo;
 pub mod driver;
 pub mod event;
 pub mod forward;

@@ -18,6 +18,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    #[cfg(feature = "demo")]
+    /// The whole daemon on real bearing recordings against an embedded MQTT broker, with the
+    /// broker taken away mid-run: alerts explained, reconcile, delivered vs accepted (< 60 s).
+    Demo {
+        /// A shorter run (about 15 s), for tests.
+        #[arg(long)]
+        quick: bool,
+        /// The CWRU trace to build the demo from (default: fixtures/traces/cwru.jsonl).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
     /// Run the whole decision path over a recorded trace, deterministically, without a broker.
     Replay {
         /// The trace: JSON Lines, one arrival per line (CONTRACTS section 8).
@@ -102,6 +113,10 @@ enum Command {
         /// How long to read each sensor (Modbus: this many seconds of polls).
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
+        /// One JSON object per source and line on standard output (board/raspberry-pi/README.md,
+        /// "Probe output"); the text goes to standard error.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -113,6 +128,8 @@ fn main() -> ExitCode {
         Command::Replay { trace, config, out, summary, rejected } => {
             run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
         }
+        #[cfg(feature = "demo")]
+        Command::Demo { quick, trace } => demo(quick, trace),
         Command::CheckConfig { config } => check_config(&config),
         Command::Run { config, exit_at_end, no_forward, forward, drain_timeout } => {
             let forward =
@@ -134,7 +151,7 @@ fn main() -> ExitCode {
             audit(&config, |store| linegate::app::audit::dump(store, &what))
         }
         Command::Decode { file } => decode(&file),
-        Command::Probe { config, seconds } => probe(&config, seconds),
+        Command::Probe { config, seconds, json } => probe(&config, seconds, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -181,6 +198,32 @@ fn run(
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     result?;
     Ok(())
+}
+
+#[cfg(feature = "demo")]
+/// `linegate demo`: exit 1 when reconcile fails or something accepted was not delivered.
+fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LINEGATE_LOG").unwrap_or_else(|_| {
+                // The demo's own lines tell the outage; the forwarder's retries would repeat it.
+                tracing_subscriber::EnvFilter::new("warn,rumqttd=off,linegate::forward=error")
+            }),
+        )
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let base = if quick {
+        linegate::demo::DemoOptions::quick()
+    } else {
+        linegate::demo::DemoOptions::full()
+    };
+    let opts = linegate::demo::DemoOptions { trace, ..base };
+    if linegate::demo::run(&opts)? {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
 }
 
 fn reconcile(config: &Path, json: bool) -> Result<(), Error> {
@@ -351,9 +394,14 @@ fn check_config(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-fn probe(config: &Path, seconds: f64) -> Result<(), Error> {
+fn probe(config: &Path, seconds: f64, json: bool) -> Result<(), Error> {
     let c = Config::load(config)?;
-    let failed = linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock())?;
+    let failed = if json {
+        let mut stdout = std::io::stdout().lock();
+        linegate::source::probe::probe(&c, seconds, &mut std::io::stderr(), Some(&mut stdout))?
+    } else {
+        linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock(), None)?
+    };
     match failed {
         0 => Ok(()),
         n => {

@@ -1,10 +1,15 @@
 //! `linegate probe` on this machine, which has no I2C or SPI buses: a missing device node gives
-//! the message a technician can act on and a non-zero exit code; a trace source is counted.
+//! the message a technician can act on and a non-zero exit code; a trace source is counted. With
+//! `--json`, one object per source on standard output.
 #![allow(clippy::unwrap_used)]
 
 use std::process::{Command, Output};
 
 fn probe(config: &str) -> (Output, String) {
+    probe_with(config, &[])
+}
+
+fn probe_with(config: &str, extra: &[&str]) -> (Output, String) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.jsonl");
     std::fs::write(&trace, "{\"at\": 1, \"kind\": \"tick\"}\n{\"at\": 2, \"kind\": \"tick\"}\n")
@@ -15,6 +20,7 @@ fn probe(config: &str) -> (Output, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_linegate"))
         .args(["probe", "--seconds", "0.1", "--config"])
         .arg(&path)
+        .args(extra)
         .output()
         .unwrap();
     let text =
@@ -55,4 +61,28 @@ fn a_trace_only_config_probes_clean() {
     let (out, text) = probe("[[source]]\nkind = \"trace\"\npath = \"TRACE\"\n");
     assert!(out.status.success(), "{text}");
     assert!(text.contains("source[0]: trace") && text.contains("2 lines"), "{text}");
+}
+
+#[test]
+fn json_gives_one_object_per_source_on_stdout_and_the_text_on_stderr() {
+    let (out, text) = probe_with(
+        "[[source]]\nkind = \"i2c\"\ndevice = \"/dev/i2c-99\"\naddress = 0x1D\nrate_hz = 400\n\
+         machine = \"m\"\nsensor = \"s\"\n[[source]]\nkind = \"trace\"\npath = \"TRACE\"\n",
+        &["--json"],
+    );
+    assert!(!out.status.success(), "{text}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let objects: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(objects.len(), 2, "{stdout}");
+    let i2c = &objects[0];
+    assert_eq!(i2c["source"], "i2c:/dev/i2c-99@0x1d", "{i2c}");
+    assert_eq!((i2c["ok"].as_bool(), i2c["rate_hz"].as_f64()), (Some(false), Some(400.0)));
+    assert!(i2c["devid"].is_null() && i2c["mean_g"].is_null(), "{i2c}");
+    assert!(i2c["error"].as_str().unwrap().contains("dtparam=i2c_arm=on"), "{i2c}");
+    let trace = &objects[1];
+    assert_eq!((trace["kind"].as_str(), trace["ok"].as_bool()), (Some("trace"), Some(true)));
+    assert_eq!(trace["lines"], 2, "{trace}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("clock: ") && stderr.contains("2 lines"), "{stderr}");
 }

@@ -4,3 +4,4 @@ pub mod bus;
 pub mod clock_quality;
 pub mod modbus;
 pub mod probe;
+pub mod spread;

@@ -36,7 +36,7 @@ mod run;
 #[cfg(test)]
 mod tests;
 
-pub use open::{open_i2c, open_spi, BusProblem, Problem};
+pub use open::{open_i2c, open_spi, BusKind, BusProblem, Problem};
 pub use run::{run, spawn, LoopEnd};
 
 use crate::clock::Clock;

@@ -15,4 +15,4 @@ pub mod wire;
 
 pub use block::{BadReadings, ModbusOutput};
 pub use poller::{run, PollStats, StatsSnapshot};
-pub use probe::{probe, probe_async, ProbeReport};
+pub use probe::{probe, probe_async, ChannelSpread, ProbeReport};

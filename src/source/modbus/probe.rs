@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::link::{self, ConnectError, ReadError};
 use super::map::{BlockMap, Function};
 use crate::config::{ModbusSource, ModbusTransport};
+use crate::source::spread::Spread;
 
 /// What `probe` found out, as lines of text.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,17 @@ pub struct ProbeReport {
     pub lines: Vec<String>,
     /// True when at least one read was answered with registers.
     pub ok: bool,
+    /// Per configured channel, in block order: its sensor, unit and the spread of its readings.
+    pub channels: Vec<ChannelSpread>,
+}
+
+/// The readings of one channel during a probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelSpread {
+    pub sensor: String,
+    pub unit: &'static str,
+    /// `None` when no read of its block was answered.
+    pub spread: Option<Spread>,
 }
 
 impl fmt::Display for ProbeReport {
@@ -43,13 +55,15 @@ pub fn probe(source: &ModbusSource, reads: u32) -> ProbeReport {
             title: title(source),
             lines: vec![format!("cannot start the I/O runtime: {e}")],
             ok: false,
+            channels: Vec::new(),
         },
     }
 }
 
 /// Reads every block of `source` `reads` times at its poll rate and reports.
 pub async fn probe_async(source: &ModbusSource, reads: u32) -> ProbeReport {
-    let mut report = ProbeReport { title: title(source), lines: Vec::new(), ok: false };
+    let mut report =
+        ProbeReport { title: title(source), lines: Vec::new(), ok: false, channels: Vec::new() };
     let mut ctx = match link::connect(source).await {
         Ok(ctx) => ctx,
         Err(e) => {
@@ -58,8 +72,11 @@ pub async fn probe_async(source: &ModbusSource, reads: u32) -> ProbeReport {
             return report;
         }
     };
-    let channels: Vec<&str> =
-        source.blocks.iter().flat_map(|b| b.channels.iter().map(|c| c.sensor.as_str())).collect();
+    let channels: Vec<(&str, &'static str)> = source
+        .blocks
+        .iter()
+        .flat_map(|b| b.channels.iter().map(|c| (c.sensor.as_str(), c.unit.as_str())))
+        .collect();
     let mut values: Vec<Vec<f64>> = vec![Vec::new(); channels.len()];
     let mut explained = Vec::new();
     let mut interval = tokio::time::interval(Duration::from_secs_f64(1.0 / source.poll_rate_hz));
@@ -99,18 +116,17 @@ pub async fn probe_async(source: &ModbusSource, reads: u32) -> ProbeReport {
         }
         report.lines.push(format!("read {read}: {}", parts.join(", ")));
     }
-    for (sensor, v) in channels.iter().zip(&values) {
-        if v.is_empty() {
+    for (&(sensor, unit), v) in channels.iter().zip(&values) {
+        let spread = Spread::of(v);
+        report.channels.push(ChannelSpread { sensor: sensor.to_owned(), unit, spread });
+        let Some(s) = spread else {
             report.lines.push(format!("{sensor}: no readings"));
             continue;
-        }
+        };
         report.ok = true;
-        let n = v.len() as f64;
-        let mean = v.iter().sum::<f64>() / n;
-        let rms = (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt();
         report.lines.push(format!(
-            "{sensor}: {} readings, mean {mean:.6}, RMS about the mean {rms:.6}",
-            v.len()
+            "{sensor}: {} readings, mean {:.6}, RMS about the mean {:.6}",
+            s.n, s.mean, s.rms
         ));
     }
     report

@@ -3,19 +3,42 @@
 //!
 //! Bus sources: open the node, check DEVID (0xE5), configure, read for the requested time, print
 //! the first readings and per axis the mean and the RMS about the mean (what `accel_rms` events
-//! will carry), with overruns, gaps and the clock evidence of the blocks. Trace sources: the file
-//! and its line count. The kernel's clock evidence (`adjtimex`) comes first, in words.
+//! will carry), with overruns, gaps and the clock evidence of the blocks. All three axes are read,
+//! whatever the configuration exports. Modbus sources: a few polls of every block. Trace sources:
+//! the file and its line count. The kernel's clock evidence (`adjtimex`) comes first, in words.
+//!
+//! With `--json` the text goes to standard error and standard output carries one JSON object per
+//! source and line ([`report`]), the shape `board/raspberry-pi/hil.sh` reads.
 
 use std::io::{BufRead, BufReader, Write};
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{BusSensor, Config, SourceConfig};
+use crate::config::{Axis, BusSensor, Config, SourceConfig};
 use crate::driver::adxl345::{Adxl345, RegisterAccess};
-use crate::source::bus::{self, BusOutput, BusReader, BusStats};
+use crate::source::bus::{self, BusOutput, BusProblem, BusReader, BusStats};
 use crate::source::clock_quality::{describe, read_adjtimex, Adjtimex};
 
-/// Probes every source of `config`, writing the report to `out`. Returns how many sources failed.
-pub fn probe(config: &Config, seconds: f64, out: &mut dyn Write) -> std::io::Result<usize> {
+pub mod report;
+#[cfg(test)]
+mod tests;
+
+pub use report::SourceReport;
+
+/// What probing one source gave: the text lines (or why it failed) and the JSON report.
+struct Probed {
+    text: Result<Vec<String>, String>,
+    report: SourceReport,
+}
+
+/// Probes every source of `config`, writing the human report to `out` and, when `json` is given,
+/// one [`SourceReport`] per source and line to it as soon as that source is done. Returns how
+/// many sources failed.
+pub fn probe(
+    config: &Config,
+    seconds: f64,
+    out: &mut dyn Write,
+    mut json: Option<&mut dyn Write>,
+) -> std::io::Result<usize> {
     match read_adjtimex() {
         Ok(k) => writeln!(out, "clock: {}", describe(&k))?,
         Err(e) => writeln!(out, "clock: cannot read the kernel's clock state (adjtimex: {e})")?,
@@ -25,12 +48,15 @@ pub fn probe(config: &Config, seconds: f64, out: &mut dyn Write) -> std::io::Res
     }
     let mut failed = 0;
     for (i, source) in config.source.iter().enumerate() {
-        let result = match source {
+        let probed = match source {
             SourceConfig::Trace(t) => {
                 writeln!(out, "source[{i}]: trace {}", t.path.display())?;
-                count_lines(&t.path)
-                    .map(|n| vec![format!("{n} lines")])
-                    .map_err(|e| format!("cannot read trace file {}: {e}", t.path.display()))
+                let lines = count_lines(&t.path)
+                    .map_err(|e| format!("cannot read trace file {}: {e}", t.path.display()));
+                Probed {
+                    report: report::trace(t, &lines),
+                    text: lines.map(|n| vec![format!("{n} lines")]),
+                }
             }
             SourceConfig::I2c(s) => {
                 let addr = s.address.addr();
@@ -40,9 +66,7 @@ pub fn probe(config: &Config, seconds: f64, out: &mut dyn Write) -> std::io::Res
                     s.sensor.device.display(),
                     what(&s.sensor)
                 )?;
-                bus::open_i2c(s)
-                    .map_err(|e| e.to_string())
-                    .and_then(|a| read_for(a, &s.sensor, seconds))
+                probe_bus(report::i2c_name(s), "i2c", &s.sensor, bus::open_i2c(s), seconds)
             }
             SourceConfig::Spi(s) => {
                 writeln!(
@@ -52,22 +76,19 @@ pub fn probe(config: &Config, seconds: f64, out: &mut dyn Write) -> std::io::Res
                     s.max_speed_hz,
                     what(&s.sensor)
                 )?;
-                bus::open_spi(s)
-                    .map_err(|e| e.to_string())
-                    .and_then(|a| read_for(a, &s.sensor, seconds))
+                probe_bus(report::spi_name(s), "spi", &s.sensor, bus::open_spi(s), seconds)
             }
             SourceConfig::Modbus(m) => {
                 let reads = (seconds * m.poll_rate_hz).round().clamp(1.0, 1000.0) as u32;
-                let report = crate::source::modbus::probe(m, reads);
-                writeln!(out, "source[{i}]: {}", report.title)?;
-                if report.ok {
-                    Ok(report.lines)
-                } else {
-                    Err(report.lines.join("\n  "))
+                let probed = crate::source::modbus::probe(m, reads);
+                writeln!(out, "source[{i}]: {}", probed.title)?;
+                Probed {
+                    report: report::modbus(m, &probed, reads),
+                    text: if probed.ok { Ok(probed.lines) } else { Err(probed.lines.join("\n  ")) },
                 }
             }
         };
-        match result {
+        match probed.text {
             Ok(lines) => {
                 for l in lines {
                     writeln!(out, "  {l}")?;
@@ -78,8 +99,44 @@ pub fn probe(config: &Config, seconds: f64, out: &mut dyn Write) -> std::io::Res
                 writeln!(out, "  FAILED: {why}")?;
             }
         }
+        if let Some(json) = json.as_mut() {
+            let line = serde_json::to_string(&probed.report).map_err(std::io::Error::other)?;
+            writeln!(json, "{line}")?;
+            json.flush()?;
+        }
     }
     Ok(failed)
+}
+
+/// Reads an opened bus sensor (or explains why it did not open): text and report.
+fn probe_bus<I>(
+    name: String,
+    kind: &'static str,
+    cfg: &BusSensor,
+    opened: Result<Adxl345<I>, BusProblem>,
+    seconds: f64,
+) -> Probed
+where
+    I: RegisterAccess,
+    I::Error: std::fmt::Debug,
+{
+    let accel = match opened {
+        Ok(a) => a,
+        Err(p) => {
+            let report = report::bus_problem(name, kind, cfg, &p);
+            return Probed { text: Err(p.to_string()), report };
+        }
+    };
+    match read_for(accel, cfg, seconds) {
+        Ok(read) => {
+            let mut lines = vec!["DEVID 0xe5: an ADXL345 answers and is configured".to_owned()];
+            lines.extend(summarize(&read.outputs, read.stats));
+            Probed { text: Ok(lines), report: report::bus_read(name, kind, cfg, &read) }
+        }
+        Err(why) => {
+            Probed { report: report::bus_failed_read(name, kind, cfg, why.clone()), text: Err(why) }
+        }
+    }
 }
 
 fn what(s: &BusSensor) -> String {
@@ -105,25 +162,27 @@ fn count_lines(path: &std::path::Path) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Reads an opened, configured sensor for `seconds` with the real clocks; the report lines.
-fn read_for<I>(accel: Adxl345<I>, cfg: &BusSensor, seconds: f64) -> Result<Vec<String>, String>
+/// Reads an opened, configured sensor for `seconds` with the real clocks, all three axes
+/// whatever the configuration exports (the probe checks the part, not the export).
+fn read_for<I>(accel: Adxl345<I>, cfg: &BusSensor, seconds: f64) -> Result<report::BusRead, String>
 where
     I: RegisterAccess,
     I::Error: std::fmt::Debug,
 {
     let clock = SystemClock::new();
-    let end = clock.monotonic_ms() + (seconds * 1000.0) as i64;
-    let mut reader = BusReader::new(accel, SystemClock::new(), Adjtimex, cfg.clone());
-    let mut all = Vec::new();
+    let start = clock.monotonic_ms();
+    let end = start + (seconds * 1000.0) as i64;
+    let all_axes = BusSensor { axes: vec![Axis::X, Axis::Y, Axis::Z], ..cfg.clone() };
+    let mut reader = BusReader::new(accel, SystemClock::new(), Adjtimex, all_axes);
+    let mut outputs = Vec::new();
     bus::run(&mut reader, |out| {
-        all.append(out);
+        outputs.append(out);
         clock.monotonic_ms() < end
     })
     .map_err(|e| format!("reading failed: {e}"))?;
-    reader.flush(&mut all);
-    let mut lines = vec!["DEVID 0xe5: an ADXL345 answers and is configured".to_owned()];
-    lines.extend(summarize(&all, reader.stats()));
-    Ok(lines)
+    reader.flush(&mut outputs);
+    let seconds = (clock.monotonic_ms() - start) as f64 / 1000.0;
+    Ok(report::BusRead { outputs, stats: reader.stats(), seconds })
 }
 
 /// The report of a read: per record sensor/axis the first readings, mean and RMS about the mean;
@@ -145,14 +204,14 @@ pub fn summarize(outputs: &[BusOutput], stats: BusStats) -> Vec<String> {
     }
     let mut lines = Vec::new();
     for ((sensor, axis), data) in &per_axis {
-        let n = data.len() as f64;
-        let mean = data.iter().sum::<f64>() / n;
-        let rms = (data.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let Some(s) = crate::source::spread::Spread::of(data) else { continue };
         let first: Vec<String> = data.iter().take(5).map(|x| format!("{x:+.3}")).collect();
         lines.push(format!(
-            "{sensor} axis {axis}: {} samples, first {} g; mean {mean:+.4} g, RMS about the mean {rms:.4} g",
-            data.len(),
-            first.join(" ")
+            "{sensor} axis {axis}: {} samples, first {} g; mean {:+.4} g, RMS about the mean {:.4} g",
+            s.n,
+            first.join(" "),
+            s.mean,
+            s.rms
         ));
     }
     if per_axis.is_empty() {
@@ -167,40 +226,4 @@ pub fn summarize(outputs: &[BusOutput], stats: BusStats) -> Vec<String> {
         lines.push(format!("timestamps: clock {:?}{err}", c.state).to_lowercase());
     }
     lines
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::event::{Clock as Evidence, ClockState, Unit};
-    use crate::trace::SamplesRecord;
-
-    #[test]
-    fn summary_gives_mean_and_rms_about_the_mean_per_axis() {
-        let rec = |data: Vec<f64>| {
-            BusOutput::Samples(SamplesRecord {
-                machine: "m".into(),
-                sensor: "s1".into(),
-                t0_ms: 0,
-                rate_hz: 100.0,
-                unit: Unit::G,
-                axis: Some("z".into()),
-                clock: Some(Evidence { state: ClockState::Synced, err_ms: Some(7) }),
-                data,
-            })
-        };
-        let outputs = [rec(vec![1.0, 1.5]), rec(vec![1.0, 0.5])];
-        let stats = BusStats { polls: 4, overruns: 1, ..BusStats::default() };
-        let lines = summarize(&outputs, stats);
-        assert_eq!(
-            lines[0],
-            "s1 axis z: 4 samples, first +1.000 +1.500 +1.000 +0.500 g; mean +1.0000 g, RMS about the mean 0.3536 g"
-        );
-        assert_eq!(
-            lines[1],
-            "4 polls, 1 FIFO overruns (0 gaps declared), 0 resyncs, 0 clock steps"
-        );
-        assert_eq!(lines[2], "timestamps: clock synced, error ≤ 7 ms");
-    }
 }
