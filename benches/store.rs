@@ -3,7 +3,7 @@
 //! (12.8 KB, opaque bytes) behind a 16-byte header. One iteration is one group commit of 32
 //! frames (4 seconds of all 8 sensors, 102 400 samples): what arrives in 100 ms at 1M samples/s.
 //! `journal/commit_only` times the commit (flush + fsync) alone. Long runs (a simulated day with
-//! shedding, commit percentiles, restart-to-ready) are `benches/store_day.sh`.
+//! shedding, commit percentiles, restart-to-ready) are `examples/store_day.rs`.
 #![allow(clippy::unwrap_used)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

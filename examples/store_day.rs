@@ -1,0 +1,140 @@
+//! A long run of the store under the issue-3 workload, with the
+//! broker away the whole time (nothing is acknowledged), so the retention budget does all the work.
+//!
+//! `store_day DIR SECONDS MAX_BYTES` simulates SECONDS of data from 8 sensors at 3200 Hz: each
+//! sensor's one-second frame (3200 f32 behind a 16-byte header, 12 816 bytes) arrives at its own
+//! offset within the second, the journal is group-committed every 100 ms of data (append, then
+//! `commit`: sled flush + fsync), and once per second the decide stage's checkpoint adds one
+//! `Samples` and one `Event` outbox record per sensor (one batch, one fsync). Every 10 s of data
+//! `shed_to_budget(MAX_BYTES)` runs, as the daemon does. The data is generated as fast as the store
+//! takes it. Prints one JSON object: samples/s, fsyncs per second of data, commit latency
+//! percentiles, size on disk against the live raw-sample bytes, sheds, and the time to reopen the
+//! store (`open_or_recover`, the start-up check included) at the end.
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::time::{Duration, Instant};
+
+use linegate::outbox::OutboxRecord;
+use linegate::store::{Store, StoreOptions};
+
+const SENSORS: u64 = 8;
+const RATE: usize = 3200;
+const T0: i64 = 1_700_000_000_000;
+
+fn frame(sensor: u64, second: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16 + 4 * RATE);
+    v.extend_from_slice(&sensor.to_be_bytes());
+    v.extend_from_slice(&second.to_be_bytes());
+    for i in 0..RATE {
+        let x = ((i as f32) * 0.05 + sensor as f32).sin() * 0.3 + (second % 7) as f32 * 0.01;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 4 {
+        eprintln!("usage: store_day DIR SECONDS MAX_BYTES");
+        std::process::exit(2);
+    }
+    let dir = std::path::PathBuf::from(&args[1]);
+    let seconds: u64 = args[2].parse().unwrap();
+    let max_bytes: u64 = args[3].parse().unwrap();
+    let mut s = Store::open(&dir, StoreOptions::default()).unwrap();
+    let mut commits = Vec::with_capacity(seconds as usize * 11);
+    let (mut fsyncs, mut sheds, mut shed_frames) = (0u64, 0u64, 0u64);
+    let never = |_: &str, _: &str, _: i64, _: i64| false;
+    let start = Instant::now();
+    for sec in 0..seconds {
+        let mut adds = Vec::with_capacity(2 * SENSORS as usize);
+        // Ten group commits per second of data; sensor k's frame completes at k × 125 ms.
+        for tick in 0..10u64 {
+            let batch: Vec<(i64, Vec<u8>)> = (0..SENSORS)
+                .filter(|k| k * 125 / 100 == tick)
+                .map(|k| (T0 + (sec * 1000 + k * 125) as i64, frame(k, sec)))
+                .collect();
+            let ks: Vec<u64> = (0..SENSORS).filter(|k| k * 125 / 100 == tick).collect();
+            let range = s.append_journal(&batch).unwrap();
+            let t = Instant::now();
+            s.commit().unwrap();
+            commits.push(t.elapsed());
+            fsyncs += 1;
+            for (k, pos) in ks.into_iter().zip(range) {
+                let t0_ms = T0 + (sec * 1000) as i64;
+                adds.push(OutboxRecord::Samples {
+                    machine: format!("m{}", k / 2),
+                    sensor: format!("s{k}"),
+                    journal_pos: pos,
+                    t0_ms,
+                    rate_hz: RATE as f64,
+                    n: RATE as u32,
+                });
+                let json = format!(
+                    r#"{{"event_id":"gw.s{k}.{sec}","machine":"m{}","sensor":"s{k}","seq":{sec},"ts_ms":{t0_ms},"metric":"accel_rms","unit":"g","value":0.21}}"#,
+                    k / 2
+                );
+                adds.push(OutboxRecord::Event {
+                    machine: format!("m{}", k / 2),
+                    sensor: format!("s{k}"),
+                    seq: sec,
+                    event_id: format!("gw.s{k}.{sec}"),
+                    json: json.into_bytes(),
+                });
+            }
+        }
+        let bytes: Vec<Vec<u8>> = adds.iter().map(OutboxRecord::encode).collect();
+        let pos = s.next_journal_pos() - 1;
+        let t = Instant::now();
+        s.checkpoint(pos, b"decider state", &bytes).unwrap();
+        commits.push(t.elapsed());
+        fsyncs += 1;
+        if sec % 10 == 9 {
+            let r = s.shed_to_budget(max_bytes, T0 + (sec * 1000) as i64, &never).unwrap();
+            if r.triggered {
+                sheds += 1;
+                shed_frames += r.frames;
+            }
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let size = s.disk_usage().unwrap();
+    let live_frames = s
+        .outbox_pending()
+        .filter(|r| {
+            let (_, b) = r.as_ref().unwrap();
+            matches!(OutboxRecord::decode(b).unwrap(), OutboxRecord::Samples { .. })
+        })
+        .count() as u64;
+    let live_raw = live_frames * (4 * RATE as u64);
+    drop(s);
+    let t = Instant::now();
+    let (reopened, recovered) = Store::open_or_recover(&dir, StoreOptions::default(), T0).unwrap();
+    let ready_ms = t.elapsed().as_secs_f64() * 1000.0;
+    assert!(recovered.is_none(), "the store needed recovery");
+    drop(reopened);
+    commits.sort();
+    let samples = seconds * SENSORS * RATE as u64;
+    println!(
+        "{{\"data_seconds\":{seconds},\"samples\":{samples},\"wall_s\":{elapsed:.2},\
+         \"samples_per_s\":{:.0},\"fsyncs_per_data_second\":{:.1},\"commit_p50_ms\":{:.2},\
+         \"commit_p99_ms\":{:.2},\"commit_max_ms\":{:.2},\"max_bytes\":{max_bytes},\
+         \"size_on_disk\":{size},\"live_frames\":{live_frames},\"live_raw_bytes\":{live_raw},\
+         \"disk_per_raw_byte\":{:.3},\"sheds\":{sheds},\"shed_frames\":{shed_frames},\
+         \"reopen_ms\":{ready_ms:.1}}}",
+        samples as f64 / elapsed,
+        fsyncs as f64 / seconds as f64,
+        percentile(&commits, 0.5),
+        percentile(&commits, 0.99),
+        percentile(&commits, 1.0),
+        size as f64 / live_raw.max(1) as f64,
+    );
+}
