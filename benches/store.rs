@@ -2,7 +2,9 @@
 //! as plain per-sample sled inserts, side by side. One frame is one sensor-second: 3200 f32
 //! (12.8 KB, opaque bytes) behind a 16-byte header. One iteration is one group commit of 32
 //! frames (4 seconds of all 8 sensors, 102 400 samples): what arrives in 100 ms at 1M samples/s.
-//! `journal/commit_only` times the commit (flush + fsync) alone. Long runs (a simulated day with
+//! `journal/commit_only` times the commit (flush + fsync) alone. The frames go to segment files
+//! (`src/store/segments.rs`); `journal_group_commit_32_frames_inline_in_sled` is the same with
+//! every line kept inside sled (the store before segments). Long runs (a simulated day with
 //! shedding, commit percentiles, restart-to-ready) are `examples/store_day.rs`.
 #![allow(clippy::unwrap_used)]
 
@@ -53,6 +55,18 @@ fn store(c: &mut Criterion) {
                 total += t.elapsed();
             }
             total
+        })
+    });
+    drop(s);
+
+    let inline = StoreOptions { raw_threshold: usize::MAX, ..StoreOptions::default() };
+    let mut s = Store::open(&tmp.path().join("inline"), inline).unwrap();
+    g.bench_function("journal_group_commit_32_frames_inline_in_sled", |b| {
+        b.iter(|| {
+            let batch: Vec<_> = (k..k + FRAMES).map(frame).collect();
+            k += FRAMES;
+            s.append_journal(&batch).unwrap();
+            s.commit().unwrap();
         })
     });
     drop(s);

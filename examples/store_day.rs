@@ -3,12 +3,14 @@
 //!
 //! `store_day DIR SECONDS MAX_BYTES` simulates SECONDS of data from 8 sensors at 3200 Hz: each
 //! sensor's one-second frame (3200 f32 behind a 16-byte header, 12 816 bytes) arrives at its own
-//! offset within the second, the journal is group-committed every 100 ms of data (append, then
+//! offset within the second (a line of at least 1 KiB: it goes to a segment file, not into sled),
+//! the journal is group-committed every 100 ms of data (append, then
 //! `commit`: sled flush + fsync), and once per second the decide stage's checkpoint adds one
 //! `Samples` and one `Event` outbox record per sensor (one batch, one fsync). Every 10 s of data
 //! `shed_to_budget(MAX_BYTES)` runs, as the daemon does. The data is generated as fast as the store
 //! takes it. Prints one JSON object: samples/s, fsyncs per second of data, commit latency
-//! percentiles, size on disk against the live raw-sample bytes, sheds, and the time to reopen the
+//! percentiles, size on disk against the live raw-sample bytes (and the largest size a budget
+//! check saw, and the segment files' share), sheds, and the time to reopen the
 //! store (`open_or_recover`, the start-up check included) at the end.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::disallowed_methods)]
 
@@ -51,7 +53,7 @@ fn main() {
     let max_bytes: u64 = args[3].parse().unwrap();
     let mut s = Store::open(&dir, StoreOptions::default()).unwrap();
     let mut commits = Vec::with_capacity(seconds as usize * 11);
-    let (mut fsyncs, mut sheds, mut shed_frames) = (0u64, 0u64, 0u64);
+    let (mut fsyncs, mut sheds, mut shed_frames, mut peak) = (0u64, 0u64, 0u64, 0u64);
     let never = |_: &str, _: &str, _: i64, _: i64| false;
     let start = Instant::now();
     for sec in 0..seconds {
@@ -99,6 +101,7 @@ fn main() {
         fsyncs += 1;
         if sec % 10 == 9 {
             let r = s.shed_to_budget(max_bytes, T0 + (sec * 1000) as i64, &never).unwrap();
+            peak = peak.max(r.size_before);
             if r.triggered {
                 sheds += 1;
                 shed_frames += r.frames;
@@ -115,6 +118,11 @@ fn main() {
         })
         .count() as u64;
     let live_raw = live_frames * (4 * RATE as u64);
+    // The segment files' share of the size: the rest is sled's.
+    let raw_dir = dir.join(linegate::store::RAW_DIR);
+    let segment_bytes: u64 = std::fs::read_dir(&raw_dir)
+        .map(|d| d.map(|e| e.unwrap().metadata().unwrap().len()).sum())
+        .unwrap_or(0);
     drop(s);
     let t = Instant::now();
     let (reopened, recovered) = Store::open_or_recover(&dir, StoreOptions::default(), T0).unwrap();
@@ -127,7 +135,7 @@ fn main() {
         "{{\"data_seconds\":{seconds},\"samples\":{samples},\"wall_s\":{elapsed:.2},\
          \"samples_per_s\":{:.0},\"fsyncs_per_data_second\":{:.1},\"commit_p50_ms\":{:.2},\
          \"commit_p99_ms\":{:.2},\"commit_max_ms\":{:.2},\"max_bytes\":{max_bytes},\
-         \"size_on_disk\":{size},\"live_frames\":{live_frames},\"live_raw_bytes\":{live_raw},\
+         \"size_on_disk\":{size},\"peak_size_at_checks\":{peak},\"segment_bytes\":{segment_bytes},\"live_frames\":{live_frames},\"live_raw_bytes\":{live_raw},\
          \"disk_per_raw_byte\":{:.3},\"sheds\":{sheds},\"shed_frames\":{shed_frames},\
          \"reopen_ms\":{ready_ms:.1}}}",
         samples as f64 / elapsed,

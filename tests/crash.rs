@@ -24,15 +24,17 @@ const BIN: &str = env!("CARGO_BIN_EXE_linegate");
 
 /// Every boundary the issue names, as failpoints.
 const POINTS: &[&str] = &[
-    "store::journal::after_append", // after journal append, before fsync
-    "store::commit::before_fsync",  // ditto, inside the commit
-    "app::ingest::after_commit",    // after fsync, before the source position advances
+    "store::journal::after_append",  // after journal append, before fsync
+    "store::commit::before_fsync",   // ditto, inside the commit
+    "store::segments::after_write",  // raw lines in their segment, references not yet in sled
+    "store::segments::before_fsync", // a commit: before the segment's fdatasync
+    "app::ingest::after_commit",     // after fsync, before the source position advances
     "store::checkpoint::before_apply", // before the state batch
     "store::checkpoint::after_apply", // after the state commit, before publication
     "app::decide::after_checkpoint", // after the checkpoint, before the forwarder is woken
-    "store::outbox::before_ack",    // after publish, before the acknowledgement's removal
-    "app::start::after_restart",    // during recovery: after the Restart record
-    "app::resume::before_catch_up", // during recovery: before replaying the journal
+    "store::outbox::before_ack",     // after publish, before the acknowledgement's removal
+    "app::start::after_restart",     // during recovery: after the Restart record
+    "app::resume::before_catch_up",  // during recovery: before replaying the journal
 ];
 
 /// The points a process passes once, at start-up.
@@ -93,7 +95,9 @@ fn make_trace() -> String {
             }
         }
         if s % 4 == 0 {
-            let data: Vec<String> = (0..50)
+            // 180 samples (3.6 s at 50 Hz): a line of about 1.5 KB, over the store's raw threshold
+            // (1 KiB), so raw frames go to segment files and those are crashed too.
+            let data: Vec<String> = (0..180)
                 .map(|i| {
                     let amp = if (s / 30) % 5 == 0 { 0.9 } else { 0.1 };
                     format!("{:.4}", amp * ((i as f64) * 0.7).sin())
@@ -342,7 +346,17 @@ fn sigkill_at_every_failpoint_and_at_random_loses_and_doubles_nothing() {
             }
         }
         check(&config, &want, round);
-        assert!(round < 30, "too many rounds: kills {kills}, points hit {killed_at:?}");
+        if !forward {
+            // Nothing was acknowledged: the raw frames are still queued, in segment files.
+            let raw = rdir.join("db").join(linegate::store::RAW_DIR);
+            let segments = std::fs::read_dir(&raw).unwrap().count();
+            assert!(segments > 0, "round {round}: no segment file in {}", raw.display());
+        }
+        // About 6 kills per round: the limit grows with LINEGATE_CRASH_KILLS.
+        assert!(
+            round < 30 + kills_wanted / 4,
+            "too many rounds: kills {kills}, points hit {killed_at:?}"
+        );
     }
     eprintln!("crash test: {kills} kills over {round} rounds, every failpoint hit");
 }

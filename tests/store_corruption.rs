@@ -21,7 +21,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn opts() -> StoreOptions {
-    StoreOptions { cache_bytes: 4 << 20 }
+    StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() }
 }
 
 /// A store in `dir/db` with 200 journal records, a checkpoint and 50 outbox records.
@@ -247,4 +247,80 @@ fn a_second_failure_is_a_clear_error_not_a_loop() {
     std::fs::write(&parent, b"x").unwrap();
     let err = Store::open_or_recover(&parent.join("db"), opts(), NOW).unwrap_err();
     assert!(err.to_string().contains("recovery failed"), "{err}");
+}
+
+/// A store in `dir/db` whose 200 journal records (2000 bytes each) are in segment files of
+/// 64 KiB (32 records each: segments 1, 33, 65, ..., 193), all covered by a checkpoint.
+fn populated_raw(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("db");
+    let mut s = Store::open(&dir, raw_opts()).unwrap();
+    for i in 0..200u32 {
+        s.append_journal(&[(i64::from(i), vec![i as u8; 2000])]).unwrap();
+    }
+    s.checkpoint(200, b"decider state", &[]).unwrap();
+    dir
+}
+
+fn raw_opts() -> StoreOptions {
+    StoreOptions { segment_bytes: 64 << 10, ..opts() }
+}
+
+fn segment(dir: &Path, id: u64) -> PathBuf {
+    dir.join(linegate::store::RAW_DIR).join(format!("{id:020}.seg"))
+}
+
+#[test]
+fn a_truncated_segment_is_found_at_start_up_and_recovered() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = populated_raw(tmp.path());
+    truncate(&segment(&dir, 1), 30_000);
+    let rec = Store::open_or_recover(&dir, raw_opts(), NOW).unwrap().1;
+    let rec = rec.expect("recovered");
+    assert!(rec.what.contains("tree journal, key 16"), "names the first record cut: {}", rec.what);
+    assert!(rec.what.contains("00000000000000000001.seg"), "names the segment: {}", rec.what);
+    assert!(rec.lost.contains("journal positions 1..=200"), "{}", rec.lost);
+    assert!(recovers_and_works_with(&dir, raw_opts()));
+}
+
+#[test]
+fn a_missing_segment_is_found_at_start_up_and_recovered() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = populated_raw(tmp.path());
+    std::fs::remove_file(segment(&dir, 193)).unwrap();
+    let (_s, rec) = Store::open_or_recover(&dir, raw_opts(), NOW).unwrap();
+    let rec = rec.expect("recovered");
+    assert!(rec.what.contains("00000000000000000193.seg"), "names the segment: {}", rec.what);
+}
+
+#[test]
+fn a_bit_flip_in_a_segment_fails_its_checksum_when_read_and_recovers() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = populated_raw(tmp.path());
+    // Record 70 is the 6th of segment 65: past the records the bounded start-up check reads.
+    flip(&segment(&dir, 65), 5 * 2000 + 17);
+    let (s, rec) = Store::open_or_recover(&dir, raw_opts(), NOW).unwrap();
+    assert!(rec.is_none(), "checksums are checked when read, not at start-up: {rec:?}");
+    let err = s.journal_from(70).next().unwrap().unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("key 70") && text.contains("checksum"), "{text}");
+    assert!(s.journal_from(71).next().unwrap().is_ok(), "its neighbours read fine");
+    let (s, rec) = s.recover(&err, NOW).unwrap();
+    assert!(rec.lost.contains("journal positions 1..=200"), "{}", rec.lost);
+    assert_eq!(s.last_checkpoint().unwrap(), None, "starts clean");
+}
+
+/// [`recovers_and_works`] with other options.
+fn recovers_and_works_with(dir: &Path, o: StoreOptions) -> bool {
+    let (mut s, rec) = Store::open_or_recover(dir, o.clone(), NOW).unwrap();
+    s.startup_check().unwrap();
+    let pos = s.append_journal(&[(NOW, vec![7; 3000])]).unwrap();
+    s.checkpoint(pos.start, b"d2", &[]).unwrap();
+    drop(s);
+    let (s, again) = Store::open_or_recover(dir, o, NOW + 1).unwrap();
+    assert!(again.is_none(), "the recovered store opens cleanly: {again:?}");
+    assert_eq!(s.journal_from(pos.start).next().unwrap().unwrap().2, vec![7; 3000]);
+    rec.is_none()
 }

@@ -21,7 +21,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 const T0: i64 = 1_700_000_000_000;
 
 fn opts() -> StoreOptions {
-    StoreOptions { cache_bytes: 4 << 20 }
+    StoreOptions { cache_bytes: 4 << 20, segment_bytes: 1 << 20, ..StoreOptions::default() }
 }
 
 /// The outbox as the test expects it.
@@ -180,30 +180,89 @@ fn shedding_declares_every_frame_keeps_the_rest_and_survives_restarts() {
 }
 
 #[test]
-fn within_budget_or_not_grown_since_the_last_shed_nothing_is_shed() {
+fn within_budget_nothing_is_shed_and_over_it_the_size_really_falls() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let (mut model, mut second) = (Model::new(), 0);
-    let mut s = Store::open(tmp.path(), opts()).unwrap();
-    fill(&mut s, &mut model, &mut second, 20, 2);
+    let small_segments = StoreOptions { segment_bytes: 128 << 10, ..opts() };
+    let mut s = Store::open(tmp.path(), small_segments).unwrap();
+    fill(&mut s, &mut model, &mut second, 40, 2);
     let size = s.disk_usage().unwrap();
     let r = s.shed_to_budget(size + (1 << 20), 0, &|_, _, _, _| false).unwrap();
     assert!(!r.triggered && r.frames == 0, "{r:?}");
+    // Half the budget: the oldest frames go, their segments are deleted, the size falls at once.
     let r = s.shed_to_budget(size / 2, 0, &|_, _, _, _| false).unwrap();
     assert!(r.triggered && r.frames > 0, "{r:?}");
-    // Right after a shed the directory has not shrunk (sled reuses the space first), and a second
-    // call must not shed again until it grows.
-    let again = s.shed_to_budget(size / 2, 0, &|_, _, _, _| false).unwrap();
-    assert!(again.size_before <= r.size_before || again.triggered);
-    if again.size_before <= r.size_before {
-        assert_eq!(again.frames, 0, "{again:?}");
-    }
+    assert!(r.line_bytes >= size - size / 2 * 3 / 4, "shed enough line bytes: {r:?}");
+    assert!(r.size_after < r.size_before - (512 << 10), "the size fell: {r:?}");
+    // Within budget now: a second call sheds nothing.
+    let again = s.shed_to_budget(r.size_after.max(size / 2), 0, &|_, _, _, _| false).unwrap();
+    assert_eq!(again.frames, 0, "{again:?}");
     // Everything protected: nothing can be shed, and the report says so.
     let tmp2 = tempfile::tempdir().unwrap();
     let mut s2 = Store::open(tmp2.path(), opts()).unwrap();
     fill(&mut s2, &mut Model::new(), &mut 0, 10, 2);
     let r = s2.shed_to_budget(1, 0, &|_, _, _, _| true).unwrap();
     assert_eq!((r.frames, r.protected, r.exhausted), (0, 20, true), "{r:?}");
+}
+
+/// The segment files of the store in `dir`.
+fn segments(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join(linegate::store::RAW_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_budget_is_kept_under_sustained_inflow_and_old_segments_are_deleted() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (max, segment) = (6u64 << 20, 1u64 << 20);
+    let (mut model, mut second) = (Model::new(), 0);
+    let mut s = Store::open(&dir, opts()).unwrap();
+    let mut first_segments = Vec::new();
+    let (mut peak, mut last) = (0, linegate::store::ShedReport::default());
+    // 80 rounds of 10 s of 4 sensors (40 frames, 512 KB): 41 MB in all, nothing acknowledged.
+    for round in 0..80 {
+        fill(&mut s, &mut model, &mut second, 10, 4);
+        if round == 2 {
+            first_segments = segments(&dir);
+        }
+        let r = s.shed_to_budget(max, T0 + second * 1000, &protect).unwrap();
+        check_shed(&s, &mut model);
+        peak = peak.max(r.size_before);
+        // Within the budget and one segment (the one being written) after every check.
+        assert!(
+            r.size_after <= max + segment,
+            "round {round}: {} bytes on disk for a budget of {max}: {r:?}",
+            r.size_after
+        );
+        if r.triggered {
+            last = r;
+        }
+        if round % 20 == 19 {
+            drop(s);
+            s = Store::open(&dir, opts()).unwrap();
+            assert_eq!(outbox(&s), model, "outbox after restart");
+        }
+    }
+    let now = segments(&dir);
+    let gone = first_segments.iter().filter(|n| !now.contains(n)).count();
+    assert!(gone + 1 >= first_segments.len(), "old segments deleted: {first_segments:?} {now:?}");
+    // A shed aims at three quarters of the budget, not at nothing.
+    assert!(last.size_after >= max * 3 / 4 - segment, "shed too deep: {last:?}");
+    assert!(peak > max, "the budget was reached");
+    // Every frame still queued can be read back.
+    for r in model.values() {
+        if let OutboxRecord::Samples { journal_pos, .. } = r {
+            let (_, _, line) = s.journal_from(*journal_pos).next().unwrap().unwrap();
+            assert_eq!(line.len(), FRAME_BYTES);
+        }
+    }
 }
 
 #[cfg(feature = "failpoints")]
@@ -266,5 +325,42 @@ fn a_crash_before_the_outbox_batch_sheds_nothing() {
             check_shed(&s, &mut model);
         }
         assert_eq!(now, model);
+    }
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_failure_before_segments_are_deleted_leaves_them_to_the_next_commit() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = StoreOptions { segment_bytes: 128 << 10, ..opts() };
+    let (mut model, mut second) = (Model::new(), 0);
+    let mut s = Store::open(tmp.path(), o.clone()).unwrap();
+    fill(&mut s, &mut model, &mut second, 40, 2);
+    let before = segments(tmp.path());
+    let half = s.disk_usage().unwrap() / 2;
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("store::segments::before_delete", "return").unwrap();
+    let err = s.shed_to_budget(half, 5, &|_, _, _, _| false).unwrap_err();
+    fail::cfg("store::segments::before_delete", "off").unwrap();
+    scenario.teardown();
+    assert!(matches!(err, linegate::store::StoreError::Injected { .. }), "{err}");
+    drop(s);
+    assert_eq!(segments(tmp.path()), before, "nothing deleted yet");
+    // The shed itself was durable; the first commit after the restart deletes the segments.
+    let s = Store::open(tmp.path(), o).unwrap();
+    let samples =
+        |m: &Model| m.values().filter(|r| matches!(r, OutboxRecord::Samples { .. })).count();
+    let now = outbox(&s);
+    assert!(samples(&now) < samples(&model), "the shed is durable");
+    model = now;
+    s.commit().unwrap();
+    let after = segments(tmp.path());
+    assert!(after.len() + 3 <= before.len(), "{before:?} -> {after:?}");
+    for r in model.values() {
+        if let OutboxRecord::Samples { journal_pos, .. } = r {
+            let (_, _, line) = s.journal_from(*journal_pos).next().unwrap().unwrap();
+            assert_eq!(line.len(), FRAME_BYTES, "a kept frame's line is still there");
+        }
     }
 }

@@ -29,6 +29,14 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing, syncing, listing or deleting a segment file of raw lines failed.
+    #[error("store {path}: segment file {file}: {source}")]
+    Segment {
+        path: PathBuf,
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// A stored value (or key) that does not decode.
     #[error("store {path}: tree {tree}, key {key}: {what}")]
     Corrupt {

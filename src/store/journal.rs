@@ -6,14 +6,20 @@
 //! origin) are still read.
 
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use super::{corrupt, failpoint, Result, Store, JOURNAL};
+use super::segments::{SegmentRef, Segments};
+use super::{corrupt, failpoint, Result, Store, StoreError, JOURNAL};
 
 const VERSION: u8 = 1;
 /// `[2][at: i64 BE][source: u16 BE][end_offset: u64 BE][line bytes]`.
 const VERSION_ORIGIN: u8 = 2;
+/// `[3][at: i64 BE][has origin: u8][source: u16 BE][end_offset: u64 BE][segment: u64 BE]
+/// [offset: u64 BE][len: u32 BE][xxh3-64: u64 BE]`, the origin fields only when `has origin` is 1:
+/// the line is in a segment file (`segments.rs`).
+const VERSION_SEGMENT: u8 = 3;
 
 /// Where a journal record came from: source `source` (its index in the configuration, or
 /// [`Origin::RELEASED`]), and the byte offset in that source just after the record's line.
@@ -37,6 +43,32 @@ pub struct JournalRecord {
     pub line: Vec<u8>,
 }
 
+/// A journal value decoded without reading its line from a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct JournalMeta {
+    pub pos: u64,
+    pub at: i64,
+    pub origin: Option<Origin>,
+    pub body: Body,
+}
+
+/// The line itself, or where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Body {
+    Inline(Vec<u8>),
+    Segment(SegmentRef),
+}
+
+impl Body {
+    /// The bytes the line takes on disk (in sled or in its segment).
+    pub(super) fn len(&self) -> u64 {
+        match self {
+            Body::Inline(l) => l.len() as u64,
+            Body::Segment(r) => u64::from(r.len),
+        }
+    }
+}
+
 fn encode(at: i64, origin: Option<Origin>, line: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(19 + line.len());
     v.push(if origin.is_some() { VERSION_ORIGIN } else { VERSION });
@@ -49,28 +81,89 @@ fn encode(at: i64, origin: Option<Origin>, line: &[u8]) -> Vec<u8> {
     v
 }
 
-pub(super) fn decode(path: &std::path::Path, key: &[u8], value: &[u8]) -> Result<JournalRecord> {
+fn encode_ref(at: i64, origin: Option<Origin>, r: &SegmentRef) -> Vec<u8> {
+    let mut v = Vec::with_capacity(48);
+    v.push(VERSION_SEGMENT);
+    v.extend_from_slice(&at.to_be_bytes());
+    v.push(u8::from(origin.is_some()));
+    if let Some(o) = origin {
+        v.extend_from_slice(&o.source.to_be_bytes());
+        v.extend_from_slice(&o.end_offset.to_be_bytes());
+    }
+    v.extend_from_slice(&r.id.to_be_bytes());
+    v.extend_from_slice(&r.offset.to_be_bytes());
+    v.extend_from_slice(&r.len.to_be_bytes());
+    v.extend_from_slice(&r.sum.to_be_bytes());
+    v
+}
+
+/// Splits `N` bytes off the front of `rest`.
+fn take<const N: usize>(rest: &mut &[u8]) -> Option<[u8; N]> {
+    let (head, tail) = rest.split_first_chunk::<N>()?;
+    *rest = tail;
+    Some(*head)
+}
+
+/// Decodes a journal value without reading a segment.
+pub(super) fn decode_meta(path: &Path, key: &[u8], value: &[u8]) -> Result<JournalMeta> {
     let pos = <[u8; 8]>::try_from(key)
         .map(u64::from_be_bytes)
         .map_err(|_| corrupt(path, JOURNAL, key, "journal key is not 8 bytes"))?;
     let short =
         || corrupt(path, JOURNAL, key, format!("journal record too short ({} bytes)", value.len()));
-    let (version, rest) = value.split_first().ok_or_else(short)?;
-    let (at, rest) = rest.split_first_chunk::<8>().ok_or_else(short)?;
-    let at = i64::from_be_bytes(*at);
-    match *version {
-        VERSION => Ok(JournalRecord { pos, at, origin: None, line: rest.to_vec() }),
+    let (version, mut rest) = value.split_first().ok_or_else(short)?;
+    let at = i64::from_be_bytes(take::<8>(&mut rest).ok_or_else(short)?);
+    let origin = |rest: &mut &[u8]| -> Option<Origin> {
+        let source = u16::from_be_bytes(take::<2>(rest)?);
+        Some(Origin { source, end_offset: u64::from_be_bytes(take::<8>(rest)?) })
+    };
+    let (origin, body) = match *version {
+        VERSION => (None, Body::Inline(rest.to_vec())),
         VERSION_ORIGIN => {
-            let (source, rest) = rest.split_first_chunk::<2>().ok_or_else(short)?;
-            let (end, line) = rest.split_first_chunk::<8>().ok_or_else(short)?;
-            let origin = Origin {
-                source: u16::from_be_bytes(*source),
-                end_offset: u64::from_be_bytes(*end),
-            };
-            Ok(JournalRecord { pos, at, origin: Some(origin), line: line.to_vec() })
+            let o = origin(&mut rest).ok_or_else(short)?;
+            (Some(o), Body::Inline(rest.to_vec()))
         }
-        v => Err(corrupt(path, JOURNAL, key, format!("unknown journal record version {v}"))),
-    }
+        VERSION_SEGMENT => {
+            let o = match take::<1>(&mut rest).ok_or_else(short)? {
+                [0] => None,
+                [1] => Some(origin(&mut rest).ok_or_else(short)?),
+                [f] => return Err(corrupt(path, JOURNAL, key, format!("origin flag {f}"))),
+            };
+            let mut r = || -> Option<SegmentRef> {
+                Some(SegmentRef {
+                    id: u64::from_be_bytes(take::<8>(&mut rest)?),
+                    offset: u64::from_be_bytes(take::<8>(&mut rest)?),
+                    len: u32::from_be_bytes(take::<4>(&mut rest)?),
+                    sum: u64::from_be_bytes(take::<8>(&mut rest)?),
+                })
+            };
+            let r = r().ok_or_else(short)?;
+            if !rest.is_empty() {
+                let what = format!("{} bytes after a segment reference", rest.len());
+                return Err(corrupt(path, JOURNAL, key, what));
+            }
+            (o, Body::Segment(r))
+        }
+        v => {
+            return Err(corrupt(path, JOURNAL, key, format!("unknown journal record version {v}")))
+        }
+    };
+    Ok(JournalMeta { pos, at, origin, body })
+}
+
+/// Decodes a journal value and reads its line (from its segment when it is not inline).
+pub(super) fn decode(
+    path: &Path,
+    segments: &Segments,
+    key: &[u8],
+    value: &[u8],
+) -> Result<JournalRecord> {
+    let m = decode_meta(path, key, value)?;
+    let line = match m.body {
+        Body::Inline(line) => line,
+        Body::Segment(r) => segments.read(&r).map_err(|what| corrupt(path, JOURNAL, key, what))?,
+    };
+    Ok(JournalRecord { pos: m.pos, at: m.at, origin: m.origin, line })
 }
 
 impl Store {
@@ -99,9 +192,19 @@ impl Store {
         let first = self.next_journal;
         let mut batch = sled::Batch::default();
         let mut pos = first;
+        let mut raw = false;
         for (at, origin, line) in records {
-            batch.insert(&pos.to_be_bytes(), encode(at, origin, line));
+            if line.len() >= self.opts.raw_threshold {
+                let r = self.segments.append(pos, line).map_err(|e| self.segment_err(e))?;
+                batch.insert(&pos.to_be_bytes(), encode_ref(at, origin, &r));
+                raw = true;
+            } else {
+                batch.insert(&pos.to_be_bytes(), encode(at, origin, line));
+            }
             pos += 1;
+        }
+        if raw {
+            failpoint!("store::segments::after_write");
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         self.next_journal = pos;
@@ -132,7 +235,7 @@ impl Store {
     pub fn journal_last_offset(&self, source: u16) -> Result<Option<u64>> {
         for kv in self.journal.range(self.journal_start.to_be_bytes()..).rev() {
             let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
-            if let Some(o) = decode(&self.path, &k, &v)?.origin {
+            if let Some(o) = decode_meta(&self.path, &k, &v)?.origin {
                 if o.source == source {
                     return Ok(Some(o.end_offset));
                 }
@@ -146,9 +249,10 @@ impl Store {
         let path: PathBuf = self.path.clone();
         let from = pos.max(self.journal_start);
         let sled_path = self.path.clone();
+        let segments: Arc<Segments> = self.segments.clone();
         self.journal.range(from.to_be_bytes()..).map(move |kv| match kv {
-            Ok((k, v)) => decode(&path, &k, &v),
-            Err(source) => Err(super::StoreError::Sled {
+            Ok((k, v)) => decode(&path, &segments, &k, &v),
+            Err(source) => Err(StoreError::Sled {
                 path: sled_path.clone(),
                 op: "iterate tree journal".into(),
                 source,
@@ -185,11 +289,15 @@ impl Store {
         for key in self.journal.range(..pos.to_be_bytes()).keys() {
             batch.remove(key.map_err(self.sled_err("iterate tree journal"))?);
         }
-        self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))
+        self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
+        // Segments left without references go once this removal is durable (the next commit).
+        self.gc_due.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// On open: the next position is past the last record and past the truncation point.
     pub(super) fn load_journal_position(&mut self) -> Result<()> {
+        self.drop_torn_tail()?;
         if let Some((k, _)) =
             self.journal.last().map_err(self.sled_err("read last key of tree journal"))?
         {
@@ -200,5 +308,57 @@ impl Store {
         }
         self.next_journal = self.next_journal.max(self.journal_start);
         Ok(())
+    }
+
+    /// On open: removes references at the journal's tail, after the checkpoint, whose segment
+    /// bytes are missing. Only a power loss leaves them (sled wrote its buffer, the segment's
+    /// bytes were not synced yet: the record was never committed, so its source never advanced
+    /// past it). Stops at the first record that is whole.
+    fn drop_torn_tail(&mut self) -> Result<()> {
+        loop {
+            let Some((k, v)) =
+                self.journal.last().map_err(self.sled_err("read last key of tree journal"))?
+            else {
+                return Ok(());
+            };
+            // A value that does not decode is the start-up check's to report, not open's.
+            let Ok(m) = decode_meta(&self.path, &k, &v) else { return Ok(()) };
+            let torn = matches!(&m.body, Body::Segment(r) if !self.segments.present(r));
+            if !torn || m.pos <= self.checkpoint_pos {
+                return Ok(());
+            }
+            self.journal.remove(&k).map_err(self.sled_err("remove a torn journal record"))?;
+        }
+    }
+
+    /// Deletes every segment (but the current one) that no journal record at or after the
+    /// journal's start references. Called once removals of references are durable.
+    pub(super) fn collect_segments(&self) -> Result<()> {
+        let ids = self.segments.ids().map_err(|e| self.segment_err(e))?;
+        let current = self.segments.current();
+        for (i, &id) in ids.iter().enumerate() {
+            if Some(id) == current {
+                continue;
+            }
+            let end = ids.get(i + 1).copied().unwrap_or(u64::MAX);
+            let from = id.max(self.journal_start);
+            if from < end && self.references(id, from, end)? {
+                continue;
+            }
+            failpoint!("store::segments::before_delete");
+            self.segments.delete(id).map_err(|e| self.segment_err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a journal record in `[from, end)` references segment `id`.
+    fn references(&self, id: u64, from: u64, end: u64) -> Result<bool> {
+        for kv in self.journal.range(from.to_be_bytes()..end.to_be_bytes()) {
+            let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
+            if matches!(decode_meta(&self.path, &k, &v)?.body, Body::Segment(r) if r.id == id) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }

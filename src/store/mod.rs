@@ -7,16 +7,19 @@
 //!
 //! | tree | key | value |
 //! | --- | --- | --- |
-//! | `journal` | u64 journal position (from 1) | `[1][at: i64 BE][line bytes]`, or `[2][at][source: u16 BE][end offset: u64 BE][line]` |
+//! | `journal` | u64 journal position (from 1) | `[1][at: i64 BE][line bytes]`, or `[2][at][source: u16 BE][end offset: u64 BE][line]`, or for a line of at least `raw_threshold` bytes `[3][at][has origin: u8][source][end offset][segment: u64 BE][offset: u64 BE][len: u32 BE][xxh3-64: u64 BE]` (the line is in `raw/`) |
 //! | `state` | `c/` | the checkpoint: `[1][journal_pos: u64 BE][decider snapshot bytes]` |
 //! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given |
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
-//! | `state` | `n/shed_size` | u64 BE: the size on disk seen when the last shed started (`retention.rs`) |
+//! | `state` | `n/shed_size` | no longer written (an old store's value is ignored) |
 //! | `state` | `q/` + u64, `a/` + alert id + `/` + u32 revision | quarantined records, archived alert records (`archive.rs`; written in the checkpoint batch) |
 //! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
+//!
+//! Beside sled's files, `raw/{id:020}.seg` holds the raw lines (`segments.rs`): append-only,
+//! rolled at `segment_bytes`, deleted whole when no journal record references them.
 //!
 //! The leading `1` in journal and checkpoint values is the format version. A value that does not
 //! decode is a [`StoreError::Corrupt`] naming its tree and key, never a panic.
@@ -24,7 +27,10 @@
 //! # What is durable, and when
 //!
 //! sled's own `flush` is not a full fsync on Linux (see `fsync.rs`), so every commit here is
-//! `Db::flush` followed by an fsync of every file of the database and of its directory.
+//! first an `fdatasync` of the segment being written (and of `raw/` and the store directory when
+//! a segment was created or deleted), then `Db::flush`, then an fsync of every file of the sled
+//! database and of its directory. sled's background flusher is off, so a reference to a raw line
+//! reaches sled's files durably only after the line's bytes did (`segments.rs`).
 //!
 //! - [`Store::append_journal`] is *not* durable by itself: many appends, then one
 //!   [`Store::commit`] (group commit). After a crash the journal holds every record appended before
@@ -61,16 +67,20 @@ mod ledger;
 mod outbox_read;
 mod recovery;
 mod retention;
+mod segments;
 mod seq;
 mod state;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 pub use error::{Result, StoreError};
+pub use fsync::fsyncs_total;
 pub use journal::{JournalRecord, Origin};
 pub use recovery::{Recovered, RECOVERY_SCAN};
-pub use retention::{frame_span_ms, low_water, shed_count, Protect, ShedReport, SHED_BATCH};
+pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
+pub use segments::RAW_DIR;
 pub use state::Checkpoint;
 
 /// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
@@ -89,11 +99,20 @@ pub(crate) use failpoint;
 pub struct StoreOptions {
     /// sled's page cache, in bytes (sled's own default is 1 GiB, too much for a 1 GB board).
     pub cache_bytes: u64,
+    /// Journal lines of at least this many bytes go to segment files, not into sled
+    /// (`segments.rs`): the raw `samples` lines, not events.
+    pub raw_threshold: usize,
+    /// A segment file is rolled when the next line would take it past this size.
+    pub segment_bytes: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { cache_bytes: 64 * 1024 * 1024 }
+        StoreOptions {
+            cache_bytes: 64 * 1024 * 1024,
+            raw_threshold: 1024,
+            segment_bytes: 16 * 1024 * 1024,
+        }
     }
 }
 
@@ -107,6 +126,10 @@ pub struct Store {
     journal: sled::Tree,
     state: sled::Tree,
     seq: sled::Tree,
+    /// The raw lines outside sled (`segments.rs`).
+    segments: Arc<segments::Segments>,
+    /// References were removed: delete segments left without any once that is durable.
+    gc_due: AtomicBool,
     /// The position the next appended journal record gets.
     next_journal: u64,
     /// Journal positions below this were truncated.
@@ -130,7 +153,10 @@ pub(crate) const SEQ: &str = "seq";
 impl Store {
     /// Opens (or creates) the database in directory `path`.
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store> {
-        let config = sled::Config::new().path(path).cache_capacity(opts.cache_bytes);
+        // No background flush: only a commit may make a segment reference durable, after the
+        // segment's bytes (`segments.rs`).
+        let config =
+            sled::Config::new().path(path).cache_capacity(opts.cache_bytes).flush_every_ms(None);
         let opened_with = opts.clone();
         let db = open_waiting_for_lock(&config)
             .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
@@ -142,6 +168,10 @@ impl Store {
             })
         };
         let (journal, state, seq) = (tree(JOURNAL)?, tree(STATE)?, tree(SEQ)?);
+        let segments =
+            segments::Segments::open(path, opts.segment_bytes).map_err(|(file, source)| {
+                StoreError::Segment { path: path.to_path_buf(), file, source }
+            })?;
         let mut store = Store {
             path: path.to_path_buf(),
             opts: opened_with,
@@ -149,6 +179,9 @@ impl Store {
             journal,
             state,
             seq,
+            segments: Arc::new(segments),
+            // Segments a crash left unreferenced go at the first commit.
+            gc_due: AtomicBool::new(true),
             next_journal: 1,
             journal_start: 1,
             next_outbox: 1,
@@ -174,20 +207,30 @@ impl Store {
     }
 
     fn commit_inner(&self) -> Result<()> {
+        failpoint!("store::segments::before_fsync");
+        self.segments.sync().map_err(|e| self.segment_err(e))?;
         self.db.flush().map_err(self.sled_err("flush"))?;
         failpoint!("store::commit::before_fsync");
-        fsync::fsync_dir_files(&self.path).map_err(|(file, source)| StoreError::Fsync {
-            path: self.path.clone(),
-            file,
-            source,
+        fsync::fsync_dir_files(&self.path, Some(RAW_DIR)).map_err(|(file, source)| {
+            StoreError::Fsync { path: self.path.clone(), file, source }
         })?;
         self.dirty.store(false, Ordering::Release);
+        if self.gc_due.swap(false, Ordering::AcqRel) {
+            self.collect_segments()?;
+            // The deletions' directory entries: durable now, not at some later commit.
+            self.segments.sync().map_err(|e| self.segment_err(e))?;
+        }
         Ok(())
     }
 
-    /// sled's size on disk in bytes (what the retention budget measures).
+    /// sled's own size on disk (its `db` file and blobs, by length) plus what the segment files
+    /// occupy. The retention budget measures [`Store::disk_usage`], which counts every file.
     pub fn size_on_disk(&self) -> Result<u64> {
-        self.db.size_on_disk().map_err(self.sled_err("size on disk"))
+        let sled = self.db.size_on_disk().map_err(self.sled_err("size on disk"))?;
+        let segments = retention::dir_usage(self.segments.dir()).map_err(|(file, source)| {
+            StoreError::Usage { path: self.path.clone(), file, source }
+        })?;
+        Ok(sled + segments)
     }
 
     /// Refuses every write once one has failed: see [`StoreError::Poisoned`].
@@ -211,6 +254,10 @@ impl Store {
     fn sled_err(&self, op: impl Into<String>) -> impl FnOnce(sled::Error) -> StoreError + '_ {
         let op = op.into();
         move |source| StoreError::Sled { path: self.path.clone(), op, source }
+    }
+
+    fn segment_err(&self, (file, source): segments::FileError) -> StoreError {
+        StoreError::Segment { path: self.path.clone(), file, source }
     }
 
     fn corrupt(&self, tree: &'static str, key: &[u8], what: impl Into<String>) -> StoreError {

@@ -106,7 +106,7 @@ impl Store {
         }
         for kv in self.journal.iter().rev().take(RECOVERY_SCAN) {
             let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
-            super::journal::decode(&self.path, &k, &v)?;
+            super::journal::decode(&self.path, &self.segments, &k, &v)?;
         }
         let outbox = || self.state.scan_prefix(super::state::OUTBOX);
         for kv in outbox().take(RECOVERY_SCAN).chain(outbox().rev().take(RECOVERY_SCAN)) {

@@ -9,27 +9,24 @@
 //! (which hold the page table and grow with the number of pages), so it under-states what the SD
 //! card loses. The directory is "the sled database and nothing else" (CONTRACTS section 9).
 //!
-//! # What makes the size go down (sled 0.34.7)
+//! # What makes the size go down
 //!
-//! sled is a log of segments (512 KiB by default). Removing keys does not shrink the file: a
-//! segment whose live data drops to half or less is drained (its live pages rewritten at the tip)
-//! and, once empty, goes on a free list; new writes fill free segments **before** the file grows.
-//! The file is truncated only when its trailing segments are free, and sled starts relocating the
-//! tip only when at least half of its segments are free. So after a shed the size on disk mostly
-//! stays where it was while the freed space is reused; it drops only after large sheds.
+//! sled 0.34.7 does not give back the space of removed values (a segment of its log is reused,
+//! the file is truncated only when its trailing segments are free), so under a long outage its
+//! files grew to 5× a 128 MiB budget while nearly every frame was shed. Raw lines therefore live
+//! outside sled, in segment files (`segments.rs`): a shed removes the frames' references, and a
+//! segment none of whose lines is referenced any more is **deleted**, which gives its bytes back at
+//! once. sled holds only small records (references, outbox, ledger).
 //!
-//! The budget is therefore kept with hysteresis, not by waiting for the size to fall:
-//! - a shed starts when the size is over `max_bytes` **and** has grown since the last shed (the
-//!   size seen at the last shed is `n/shed_size` in tree `state`, durable across restarts), so a
-//!   file that stays large while sled reuses the freed space does not trigger shed after shed;
-//! - it sheds the fraction `(size - low_water) / size` of the sheddable frames, oldest first, with
-//!   `low_water = max_bytes * 3 / 4` ([`low_water`], [`shed_count`]). A fraction rather than a byte
-//!   count, because sled's files hold live data times a space amplification that is large with
-//!   12.8 KB frames (leaves of up to 17 values exceed sled's 128 KiB blob threshold, and each
-//!   consolidation writes a leaf anew) and not known cheaply;
-//! - the file then stops growing until the freed space is used up; when it grows again, the next
-//!   shed starts. In steady state the size stays near `max_bytes` plus a segment or two (the
-//!   figures are in the README's "Store performance").
+//! So the budget is kept by bytes, without hysteresis:
+//! - a shed starts when the size is over `max_bytes`;
+//! - it sheds the oldest unprotected frames until the bytes their lines take (in their segments,
+//!   or in sled for a line under the raw threshold) reach `size - low_water`, with
+//!   `low_water = max_bytes * 3 / 4` ([`low_water`]);
+//! - the segments left without references are deleted at the shed's last commit. The current
+//!   segment is never deleted while it is written, and a segment holding a protected frame (alert
+//!   evidence, the open window) stays whole: the size can exceed the budget by one segment plus
+//!   the segments such frames pin (they are few: evidence is kept, all of it, by design).
 //!
 //! # One shed, step by step
 //!
@@ -40,23 +37,27 @@
 //!    `"shed"`, [`GapRange::Samples`]) per contiguous run of shed frames of one sensor, and one
 //!    [`LedgerEntry::Shed`] naming it; set `n/outbox_next`, `n/ledger_next`, `n/shed_size`; commit;
 //! 2. remove the journal records the shed frames referenced (all covered by the last checkpoint,
-//!    since outbox records are only written by checkpoints); commit.
+//!    since outbox records are only written by checkpoints); commit; then delete the segments
+//!    left without references (`Store::collect_segments`, run by that commit once the removal
+//!    is durable) and sync the `raw/` directory.
 //!
 //! A crash between 1 and 2 leaves journal records no outbox entry references; they lie below the
 //! checkpoint, so the pipeline's next [`Store::truncate_journal_before`] removes them
 //! (`tests/store_retention.rs` proves it). Failpoints: `store::shed::before_apply`,
 //! `store::shed::after_apply` (applied, not yet committed), `store::shed::before_journal_remove`,
-//! `store::shed::after_journal_remove` (removed, not yet committed).
+//! `store::shed::after_journal_remove` (removed, not yet committed),
+//! `store::segments::before_delete` (durable, segments not yet deleted: the next commit deletes
+//! them).
 
 use std::path::Path;
 
+use std::sync::atomic::Ordering;
+
+use super::journal::{decode_meta, Body};
 use super::state::{outbox_key, OUTBOX, OUTBOX_NEXT};
-use super::{decode_u64, failpoint, Result, Store, StoreError, STATE};
+use super::{failpoint, Result, Store, StoreError, STATE};
 use crate::ledger::{LedgerEntry, LedgerRecord};
 use crate::outbox::{GapNotice, GapRange, OutboxRecord};
-
-/// `n/shed_size` in tree `state`: u64 BE, the size on disk seen when the last shed started.
-pub(super) const SHED_SIZE: &[u8] = b"n/shed_size";
 
 /// Bytes per raw sample counted in [`ShedReport::bytes`] and the ledger (an f32).
 const SAMPLE_BYTES: u64 = 4;
@@ -78,15 +79,16 @@ pub type Protect<'a> = &'a dyn Fn(&str, &str, i64, i64) -> bool;
 pub struct ShedReport {
     /// The directory's size when the call started ([`Store::disk_usage`]).
     pub size_before: u64,
-    /// The size when it returned: sled gives space back late, so this is often unchanged.
+    /// The size when it returned (segments left without references deleted).
     pub size_after: u64,
-    /// False when the size was within budget or had not grown since the last shed.
+    /// False when the size was within budget.
     pub triggered: bool,
     /// Frames (outbox `Samples` entries) shed.
     pub frames: u64,
-    /// Raw-sample bytes those frames carried (samples × 4, an f32 each; the journal records'
-    /// own sizes are not read, which would read every shed byte back from disk).
+    /// Raw-sample bytes those frames carried (samples × 4, an f32 each).
     pub bytes: u64,
+    /// Bytes their journal lines took on disk (in segments, or in sled when small).
+    pub line_bytes: u64,
     /// Samples frames kept because `protect` named them.
     pub protected: u64,
     /// Gap notices declared, in outbox order.
@@ -105,6 +107,10 @@ struct Victim {
     from_ms: i64,
     to_ms: i64,
     bytes: u64,
+    /// What its journal line takes on disk (0 when the record is gone already).
+    line_bytes: u64,
+    /// The segment its line is in, if it is in one.
+    segment: Option<u64>,
 }
 
 /// A contiguous run of shed frames of one sensor: becomes one gap.
@@ -149,24 +155,23 @@ impl Store {
         let size_before = self.disk_usage()?;
         let mut report =
             ShedReport { size_before, size_after: size_before, ..ShedReport::default() };
-        let last_shed_size = self.last_shed_size()?;
-        if size_before <= max_bytes || last_shed_size.is_some_and(|s| size_before <= s) {
+        if size_before <= max_bytes {
             return Ok(report);
         }
         report.triggered = true;
         let (sheddable, protected) = self.count_sheddable(protect)?;
         report.protected = protected;
-        let want = shed_count(sheddable, size_before, low_water(max_bytes));
-        report.exhausted = want >= sheddable;
+        let want = size_before - low_water(max_bytes);
         let mut from_seq = 0;
-        while report.frames < want {
-            let (victims, next) = self.pick_victims(from_seq, want - report.frames, protect)?;
+        while report.line_bytes < want {
+            let (victims, next) = self.pick_victims(from_seq, want - report.line_bytes, protect)?;
             if victims.is_empty() {
                 break;
             }
             from_seq = next;
-            self.shed_batch(&victims, now_ms, size_before, &mut report)?;
+            self.shed_batch(&victims, now_ms, &mut report)?;
         }
+        report.exhausted = report.frames >= sheddable;
         report.size_after = self.disk_usage()?;
         Ok(report)
     }
@@ -189,26 +194,18 @@ impl Store {
         Ok((sheddable, protected))
     }
 
-    /// The size seen when the last shed started, if there was one.
-    fn last_shed_size(&self) -> Result<Option<u64>> {
-        match self.state.get(SHED_SIZE).map_err(self.sled_err("read n/shed_size"))? {
-            None => Ok(None),
-            Some(v) => decode_u64(&self.path, STATE, SHED_SIZE, &v).map(Some),
-        }
-    }
-
-    /// The oldest unprotected Samples frames with outbox sequence `>= from_seq`, at most `want`
-    /// and at most [`SHED_BATCH`]. Returns them and the sequence to continue from.
+    /// The oldest unprotected Samples frames with outbox sequence `>= from_seq` whose journal
+    /// lines take at least `want_bytes` on disk (fewer when there are no more), at most
+    /// [`SHED_BATCH`]. Returns them and the sequence to continue from.
     fn pick_victims(
         &self,
         from_seq: u64,
-        want: u64,
+        want_bytes: u64,
         protect: Protect<'_>,
     ) -> Result<(Vec<Victim>, u64)> {
-        let (mut victims, mut next) = (Vec::new(), from_seq);
-        let limit = usize::try_from(want).unwrap_or(usize::MAX).min(SHED_BATCH);
+        let (mut victims, mut next, mut picked) = (Vec::new(), from_seq, 0u64);
         for kv in self.state.range(outbox_key(from_seq)..outbox_key(u64::MAX)) {
-            if victims.len() >= limit {
+            if victims.len() >= SHED_BATCH || picked >= want_bytes {
                 break;
             }
             let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
@@ -228,6 +225,8 @@ impl Store {
                 continue;
             }
             let bytes = u64::from(n) * SAMPLE_BYTES;
+            let (line_bytes, segment) = self.line_place(journal_pos)?;
+            picked += line_bytes;
             victims.push(Victim {
                 outbox_seq: seq,
                 machine,
@@ -236,9 +235,25 @@ impl Store {
                 from_ms: t0_ms,
                 to_ms,
                 bytes,
+                line_bytes,
+                segment,
             });
         }
         Ok((victims, next))
+    }
+
+    /// What journal record `pos`'s line takes on disk (0 when it is gone), and its segment.
+    fn line_place(&self, pos: u64) -> Result<(u64, Option<u64>)> {
+        let key = pos.to_be_bytes();
+        let Some(v) = self.journal.get(key).map_err(self.sled_err("read tree journal"))? else {
+            return Ok((0, None));
+        };
+        let body = decode_meta(&self.path, &key, &v)?.body;
+        let segment = match &body {
+            Body::Segment(r) => Some(r.id),
+            Body::Inline(_) => None,
+        };
+        Ok((body.len(), segment))
     }
 
     /// Sheds `victims` atomically (step 1), then removes their journal records (step 2).
@@ -246,7 +261,6 @@ impl Store {
         &mut self,
         victims: &[Victim],
         now_ms: i64,
-        size_before: u64,
         report: &mut ShedReport,
     ) -> Result<()> {
         let runs = runs_of(victims);
@@ -279,7 +293,6 @@ impl Store {
             outbox_seq += 1;
         }
         batch.insert(OUTBOX_NEXT, &outbox_seq.to_be_bytes());
-        batch.insert(SHED_SIZE, &size_before.to_be_bytes());
         let next_ledger = self.batch_ledger(&mut batch, &ledger);
         failpoint!("store::shed::before_apply");
         self.state.apply_batch(batch).map_err(self.sled_err("apply shed batch to tree state"))?;
@@ -289,6 +302,7 @@ impl Store {
         self.commit()?;
         report.frames += victims.len() as u64;
         report.bytes += victims.iter().map(|v| v.bytes).sum::<u64>();
+        report.line_bytes += victims.iter().map(|v| v.line_bytes).sum::<u64>();
         report.gaps.extend(gaps);
 
         failpoint!("store::shed::before_journal_remove");
@@ -298,19 +312,16 @@ impl Store {
         }
         self.journal.apply_batch(journal).map_err(self.sled_err("remove shed journal records"))?;
         failpoint!("store::shed::after_journal_remove");
+        // The commit deletes the segments left without references, once the removal is durable;
+        // the segment being written is ended first when frames in it were shed, or its space
+        // would come back only after it is full.
+        let current = self.segments.current();
+        if current.is_some() && victims.iter().any(|v| v.segment == current) {
+            self.segments.seal().map_err(|e| self.segment_err(e))?;
+        }
+        self.gc_due.store(true, Ordering::Release);
         self.commit()
     }
-}
-
-/// How many of `sheddable` frames to shed to bring `size` down to `low`: the same fraction of
-/// them as of the size. sled's files hold live data times a space amplification that is not known
-/// cheaply, so the fraction (not a byte count) is what carries over; at least one frame.
-pub fn shed_count(sheddable: u64, size: u64, low: u64) -> u64 {
-    if sheddable == 0 || size <= low {
-        return 0;
-    }
-    let want = (u128::from(sheddable) * u128::from(size - low)).div_ceil(u128::from(size));
-    u64::try_from(want).unwrap_or(sheddable).clamp(1, sheddable)
 }
 
 /// Groups victims (in outbox order) into runs: a frame extends its sensor's open run when it

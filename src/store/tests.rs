@@ -3,7 +3,7 @@
 use super::*;
 
 fn small() -> StoreOptions {
-    StoreOptions { cache_bytes: 1 << 20 }
+    StoreOptions { cache_bytes: 1 << 20, raw_threshold: 4, segment_bytes: 64 }
 }
 
 fn open(dir: &Path) -> Store {
@@ -199,8 +199,12 @@ fn failpoints_fail_the_call_at_each_boundary() {
     let tmp = tempfile::tempdir().unwrap();
     // (failpoint, what to call): each injection poisons the store, so each gets a fresh open.
     type Call = fn(&mut Store) -> Result<()>;
-    let calls: [(&str, Call); 5] = [
+    let calls: [(&str, Call); 7] = [
         ("store::journal::after_append", |s| s.append_journal(&[(1, b"x".to_vec())]).map(drop)),
+        ("store::segments::after_write", |s| {
+            s.append_journal(&[(1, b"raw line".to_vec())]).map(drop)
+        }),
+        ("store::segments::before_fsync", |s| s.commit()),
         ("store::commit::before_fsync", |s| s.commit()),
         ("store::checkpoint::before_apply", |s| s.checkpoint(1, b"d", &[b"o".to_vec()])),
         ("store::checkpoint::after_apply", |s| s.checkpoint(1, b"d", &[b"o".to_vec()])),
@@ -224,6 +228,9 @@ fn failpoints_fail_the_call_at_each_boundary() {
         }
         fail::remove(point);
         assert!(matches!(s.commit(), Err(StoreError::Poisoned { .. })));
+        if point == "store::segments::after_write" {
+            assert!(journal(&s).iter().all(|r| r.2 != b"raw line"), "no reference inserted");
+        }
         if point == "store::checkpoint::before_apply" {
             assert_eq!(s.last_checkpoint().unwrap(), None, "nothing applied");
         }
@@ -290,4 +297,57 @@ fn journal_records_with_an_origin_pass_the_startup_check() {
     let (s, recovered) = Store::open_or_recover(&path, small(), 0).unwrap();
     assert_eq!(recovered, None);
     assert_eq!(s.journal_last_offset(0).unwrap(), Some(42));
+}
+
+#[test]
+fn raw_lines_live_in_segments_and_whole_segments_go_when_unreferenced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seg_files = |dir: &Path| std::fs::read_dir(dir.join(RAW_DIR)).unwrap().count();
+    let lines: Vec<(i64, Vec<u8>)> =
+        (0..40).map(|i| (i, format!("raw line {i:04}").into_bytes())).collect();
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&lines).unwrap();
+        s.append_journal(&[(99, b"ev".to_vec())]).unwrap();
+        s.commit().unwrap();
+        // 13-byte lines, 64-byte segments: 4 lines each.
+        assert_eq!(seg_files(tmp.path()), 10);
+        let all = journal(&s);
+        assert_eq!(all.len(), 41);
+        assert_eq!(all[7], (8, 7, b"raw line 0007".to_vec()));
+    }
+    let mut s = open(tmp.path());
+    assert_eq!(journal(&s)[39], (40, 39, b"raw line 0039".to_vec()));
+    s.checkpoint(41, b"", &[]).unwrap();
+    // Records 1..=10 go: segments 1 and 5 (records 1-8) are unreferenced, segment 9 (9-12) is not.
+    s.truncate_journal_before(11).unwrap();
+    s.commit().unwrap();
+    let mut ids: Vec<String> = std::fs::read_dir(tmp.path().join(RAW_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids.len(), 8, "{ids:?}");
+    assert_eq!(ids[0], "00000000000000000009.seg");
+    assert_eq!(journal(&s)[0], (11, 10, b"raw line 0010".to_vec()));
+}
+
+#[test]
+fn a_reference_past_its_segment_after_the_checkpoint_is_dropped_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"raw one".to_vec()), (2, b"raw two".to_vec())]).unwrap();
+        s.checkpoint(1, b"", &[]).unwrap();
+    }
+    // A power loss that kept sled's reference to record 2 but not its bytes.
+    let seg = tmp.path().join(RAW_DIR).join("00000000000000000001.seg");
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(7).unwrap();
+    drop(f);
+    let mut s = open(tmp.path());
+    assert_eq!(journal(&s), vec![(1, 1, b"raw one".to_vec())]);
+    assert_eq!(s.append_journal(&[(3, b"raw three".to_vec())]).unwrap(), 2..3);
+    s.commit().unwrap();
+    assert_eq!(journal(&s)[1], (2, 3, b"raw three".to_vec()));
 }
