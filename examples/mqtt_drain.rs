@@ -3,8 +3,10 @@
 //!
 //! `mqtt_drain fill STORE MINUTES SENSORS` — per sensor and second one event and one 1 s frame of
 //!   3200 raw samples (journal `samples` line + outbox `Samples` record), as the pipeline would.
-//! `mqtt_drain drain STORE PORT` — runs the forwarder (unpaced, window 64) until the outbox is
-//!   empty; prints one JSON line with counts, seconds and rates.
+//! `mqtt_drain fill-events STORE MINUTES SENSORS` — the same events without the raw samples.
+//! `mqtt_drain drain STORE PORT [CACHE_MIB [INFLIGHT]]` — runs the forwarder (unpaced; store
+//!   cache 64 MiB and window 64 unless given) until the outbox is empty; prints one JSON line with
+//!   counts, seconds and rates.
 //! `mqtt_drain lines N FILE` — N event JSON lines for `mosquitto_pub -l` (same size as ours).
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
@@ -27,7 +29,8 @@ fn event_json(sensor: usize, seq: u64) -> String {
     )
 }
 
-fn fill(path: &str, minutes: u64, sensors: usize) {
+/// `frames` false: events only (the event rate against `mosquitto_pub` without raw samples).
+fn fill(path: &str, minutes: u64, sensors: usize, frames: bool) {
     let mut store = Store::open(path.as_ref(), StoreOptions::default()).unwrap();
     let data: Vec<String> = (0..RATE).map(|i| format!("{:.4}", ((i % 97) as f64) / 97.0)).collect();
     let data = data.join(",");
@@ -45,7 +48,6 @@ fn fill(path: &str, minutes: u64, sensors: usize) {
                     r#"{{"at":{t0},"kind":"samples","machine":"{machine}","sensor":"s{sensor}","t0_ms":{t0},"rate_hz":3200,"unit":"g","axis":"z","data":[{data}]}}"#
                 );
                 let pos = first + lines.len() as u64;
-                lines.push((t0, line.into_bytes()));
                 recs.push(OutboxRecord::Event {
                     machine: machine.clone(),
                     sensor: format!("s{sensor}"),
@@ -53,6 +55,12 @@ fn fill(path: &str, minutes: u64, sensors: usize) {
                     event_id: format!("gw.s{sensor}.{seq}"),
                     json: event_json(sensor, seq).into_bytes(),
                 });
+                if !frames {
+                    // The journal keeps the event line instead (a checkpoint names a position).
+                    lines.push((t0, event_json(sensor, seq).into_bytes()));
+                    continue;
+                }
+                lines.push((t0, line.into_bytes()));
                 recs.push(OutboxRecord::Samples {
                     machine,
                     sensor: format!("s{sensor}"),
@@ -69,8 +77,14 @@ fn fill(path: &str, minutes: u64, sensors: usize) {
     }
 }
 
-async fn drain(path: &str, port: u16) {
-    let store = Arc::new(Mutex::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
+/// `drain STORE PORT [CACHE_MIB [INFLIGHT]]`: the store's page cache (`[store] cache`, default
+/// 64 MiB) and the in-flight window (`[mqtt] inflight`, default 64).
+async fn drain(args: &[String]) {
+    let (path, port) = (&args[2], args[3].parse().unwrap());
+    let cache_mib: u64 = args.get(4).map_or(64, |a| a.parse().unwrap());
+    let inflight: usize = args.get(5).map_or(64, |a| a.parse().unwrap());
+    let opts = StoreOptions { cache_bytes: cache_mib << 20, ..StoreOptions::default() };
+    let store = Arc::new(Mutex::new(Store::open(path.as_ref(), opts).unwrap()));
     let (mut events, mut frames, mut sample_bytes) = (0u64, 0u64, 0u64);
     for r in store.lock().unwrap().outbox_pending() {
         match OutboxRecord::decode(&r.unwrap().1).unwrap() {
@@ -91,12 +105,14 @@ async fn drain(path: &str, port: u16) {
         tls: None,
         session: SessionConfig {
             topic_root: "linegate/bench".into(),
-            inflight: 64,
+            inflight,
             max_packet: 256 * 1024,
             replay_rate: 0,
             batch_events: 1000,
-            buffer: 512,
+            buffer: 2048,
             stall_ms: 60_000,
+            commit_acks: 4096,
+            commit_ms: 200,
         },
         backoff_min: Duration::from_millis(100),
         backoff_max: Duration::from_secs(1),
@@ -135,20 +151,24 @@ async fn drain(path: &str, port: u16) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("fill") => fill(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap()),
+        Some("fill") => fill(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap(), true),
+        Some("fill-events") => {
+            fill(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap(), false)
+        }
         Some("drain") => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap()
-            .block_on(drain(&args[2], args[3].parse().unwrap())),
+            .block_on(drain(&args)),
         Some("lines") => {
             let n: usize = args[2].parse().unwrap();
             let text: String = (0..n).map(|i| event_json(i % 8, i as u64 / 8 + 1) + "\n").collect();
             std::fs::write(&args[3], text).unwrap();
         }
         _ => eprintln!(
-            "usage: mqtt_drain fill STORE MINUTES SENSORS | drain STORE PORT | lines N FILE"
+            "usage: mqtt_drain fill|fill-events STORE MINUTES SENSORS | drain STORE PORT [CACHE_MIB [INFLIGHT]] \
+             | lines N FILE"
         ),
     }
 }

@@ -38,6 +38,8 @@ fn config(port: u16) -> ForwarderConfig {
             batch_events: 50,
             buffer: 256,
             stall_ms: 60_000,
+            commit_acks: 64,
+            commit_ms: 20,
         },
         backoff_min: Duration::from_millis(100),
         backoff_max: Duration::from_millis(1000),

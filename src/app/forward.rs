@@ -24,6 +24,8 @@ pub struct ForwardCtx {
     pub outbox_grew: Arc<Notify>,
     /// Becomes true when the pipeline stops: drain what can be drained quickly, then return.
     pub stop: watch::Receiver<bool>,
+    /// Counters the forwarder keeps for the metrics (connection state, PUBLISHes, PUBACKs).
+    pub stats: Arc<crate::forward::ForwardStats>,
 }
 
 /// The forwarder's task.

@@ -33,12 +33,18 @@ pub fn mqtt(cfg: ForwarderConfig, drain: Duration) -> ForwardSlot {
 }
 
 async fn run_mqtt(cfg: ForwarderConfig, drain: Duration, ctx: ForwardCtx) -> Result<(), AppError> {
-    let ForwardCtx { store, outbox_grew, mut stop } = ctx;
+    let ForwardCtx { store, outbox_grew, mut stop, stats } = ctx;
     let (stop_forwarder, forwarder_stop) = watch::channel(false);
     let src: Arc<dyn OutboxSource> = store.clone();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let mut task =
-        tokio::spawn(crate::forward::run(cfg, src, outbox_grew, clock, forwarder_stop, None));
+    let mut task = tokio::spawn(crate::forward::run(
+        cfg,
+        src,
+        outbox_grew,
+        clock,
+        forwarder_stop,
+        Some(stats),
+    ));
     // Until the pipeline stops; the forwarder returns by itself only when the store failed.
     tokio::select! {
         r = &mut task => return finished(r),

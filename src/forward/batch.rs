@@ -1,5 +1,5 @@
-//! Turns the record at the head of a stream into PUBLISH payloads: consecutive events of one
-//! sensor batched into one `{"events": [...]}`, raw samples split into frames that fit, oversized
+//! Turns the record at the head of a stream into PUBLISH payloads: the events of one sensor in
+//! the stream's buffer (up to a gap notice of that sensor) batched into one `{"events": [...]}`, raw samples split into frames that fit, oversized
 //! records handled so that none can loop. Pure apart from reading raw samples through the source.
 
 use std::collections::VecDeque;
@@ -117,14 +117,19 @@ pub(super) fn next_payloads(
                         bodies.push(j.clone());
                         picked.push(i);
                     }
-                    OutboxRecord::Samples { machine: m, sensor: se, .. } if same(m, se) => break,
+                    // Raw samples go on a topic of their own: events batch across them. A gap
+                    // notice names event `seq`s, so it keeps its place between them.
                     OutboxRecord::Gap(g) if same(&g.machine, &g.sensor) => break,
                     _ => {}
                 }
             }
-            for i in picked.into_iter().rev() {
-                queue.remove(i);
-            }
+            // `picked` is ascending: one pass removes them all.
+            let mut i = 0;
+            queue.retain(|_| {
+                let keep = picked.binary_search(&i).is_err();
+                i += 1;
+                keep
+            });
             taken.records = seqs.len();
             let payload = event_batch(bodies.iter().map(|b| b.as_slice()), replayed);
             taken.items.push(Item { topic_suffix: suffix, payload, seqs, part_of: None });

@@ -9,7 +9,7 @@
 //! `clean_session = true`: the broker keeps no session for us, and after every ConnAck the session
 //! core sends everything still in the outbox.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use rumqttc::{
     TlsConfiguration, Transport,
 };
 use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::JoinSet;
 
 use super::session::{Session, SessionConfig, OFFLINE, STATUS};
 use super::source::{OutboxSource, SourceError};
@@ -81,11 +82,15 @@ pub async fn run(
         let poller = tokio::spawn(poll(eventloop, tx));
         let deps =
             Deps { src: &src, outbox_grew: &outbox_grew, clock: &*clock, stats: stats.as_deref() };
-        let end = drive(&mut session, &client, rx, &deps, &mut shutdown).await;
+        let mut commits = JoinSet::new();
+        let end = drive(&mut session, &client, rx, &deps, &mut shutdown, &mut commits).await;
         let connected = session.connected();
         session.on_disconnect();
+        if let Some(s) = &stats {
+            s.session_ended(connected && !matches!(end, Ok(End::Shutdown)));
+        }
         let end = match end {
-            Ok(end) => commit_acks(&mut session, &src, &*clock, true).await.map(|()| end),
+            Ok(end) => flush_acks(&mut session, &src, &*clock, &mut commits).await.map(|()| end),
             Err(e) => Err(e),
         };
         match end {
@@ -166,29 +171,51 @@ fn describe(e: &ConnectionError) -> String {
     }
 }
 
-/// Removes acknowledged records from the outbox (one commit), off the async threads, ledgering
-/// `Published` for the records written since the last commit in the same batch. With nothing
-/// acknowledged it commits nothing unless `flush` (the connection ended): the `Published` records
-/// ride on the next acknowledgement's commit rather than costing an fsync of their own.
-async fn commit_acks(
+/// Commits of acknowledgements, each on a blocking thread; at most one runs at a time, so the
+/// ledger keeps its order.
+type Commits = JoinSet<Result<(), SourceError>>;
+
+/// Starts removing the acknowledged records from the outbox (one commit, one fsync) on a blocking
+/// thread, ledgering `Published` for the records written since the last commit in the same batch.
+/// The connection goes on meanwhile: PUBACKs are read and PUBLISHes made while the store syncs.
+fn start_commit(
     session: &mut Session,
     src: &Arc<dyn OutboxSource>,
     clock: &dyn Clock,
-    flush: bool,
-) -> Result<(), ForwardError> {
+    commits: &mut Commits,
+) {
     let acks = session.take_acks();
-    if acks.is_empty() && !flush {
-        return Ok(());
-    }
     let published = session.take_published();
     if acks.is_empty() && published.is_empty() {
-        return Ok(());
+        return;
     }
     let (src, at) = (src.clone(), clock.now_ms());
-    tokio::task::spawn_blocking(move || src.ack(&published, &acks, at))
-        .await
-        .map_err(|e| ForwardError::Join(e.to_string()))??;
-    Ok(())
+    commits.spawn_blocking(move || src.ack(&published, &acks, at));
+}
+
+/// The outcome of a finished commit.
+fn committed(
+    r: Option<Result<Result<(), SourceError>, tokio::task::JoinError>>,
+) -> Result<(), ForwardError> {
+    match r {
+        Some(r) => Ok(r.map_err(|e| ForwardError::Join(e.to_string()))??),
+        None => Ok(()),
+    }
+}
+
+/// The connection ended: waits for the running commit, then commits everything acknowledged
+/// (and the `Published` records still unledgered) at once.
+async fn flush_acks(
+    session: &mut Session,
+    src: &Arc<dyn OutboxSource>,
+    clock: &dyn Clock,
+    commits: &mut Commits,
+) -> Result<(), ForwardError> {
+    while !commits.is_empty() {
+        committed(commits.join_next().await)?;
+    }
+    start_commit(session, src, clock, commits);
+    committed(commits.join_next().await)
 }
 
 /// Counters a caller may watch (tests, benchmarks, metrics).
@@ -202,6 +229,25 @@ pub struct ForwardStats {
     pub publishes: AtomicU64,
     /// The most PUBLISHes ever awaiting a PUBACK at once.
     pub inflight_peak: AtomicUsize,
+    /// True from a ConnAck until that connection ends.
+    pub connected: AtomicBool,
+    /// Connections that were up and ended other than by shutdown.
+    pub disconnects: AtomicU64,
+    /// PUBACKs received for PUBLISHes in flight.
+    pub acknowledged: AtomicU64,
+    /// PUBLISHes awaiting a PUBACK now.
+    pub in_flight: AtomicUsize,
+}
+
+impl ForwardStats {
+    /// A connection ended; `lost` when it was up and did not end by shutdown.
+    fn session_ended(&self, lost: bool) {
+        self.connected.store(false, Ordering::Relaxed);
+        self.in_flight.store(0, Ordering::Relaxed);
+        if lost {
+            self.disconnects.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What one connection attempt works with.
@@ -218,20 +264,31 @@ async fn drive(
     mut rx: mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
     deps: &Deps<'_>,
     shutdown: &mut watch::Receiver<bool>,
+    commits: &mut Commits,
 ) -> Result<End, ForwardError> {
     let Deps { src, outbox_grew, clock, stats } = *deps;
     loop {
-        let wake = session.wake_in_ms().unwrap_or(1000).clamp(1, 1000) as u64;
+        // While a commit runs, its end wakes us; a due commit must not spin the loop meanwhile.
+        let wake = if commits.is_empty() {
+            session.wake_in_ms(clock.monotonic_ms())
+        } else {
+            session.pace_in_ms()
+        };
+        let wake = wake.unwrap_or(1000).clamp(1, 1000) as u64;
         let mut next = tokio::select! {
             ev = rx.recv() => match ev {
                 Some(ev) => Some(ev),
                 None => return Ok(End::Lost("event loop ended".into())),
             },
+            done = commits.join_next(), if !commits.is_empty() => {
+                committed(done)?;
+                None
+            }
             _ = outbox_grew.notified() => None,
             _ = tokio::time::sleep(Duration::from_millis(wake)) => None,
             _ = shutdown.changed() => return Ok(End::Shutdown),
         };
-        // Handle everything already delivered before committing: one fsync for many PUBACKs.
+        // Handle everything already delivered before looking at commits and PUBLISHes.
         while let Some(ev) = next {
             let now = clock.monotonic_ms();
             match ev {
@@ -240,12 +297,15 @@ async fn drive(
                     session.on_connack(now, &**src)?;
                     if let Some(s) = stats {
                         s.connects.fetch_add(1, Ordering::Relaxed);
+                        s.connected.store(true, Ordering::Relaxed);
                     }
                     tracing::info!("MQTT connected");
                 }
                 Ok(Event::Incoming(Packet::PubAck(p))) => {
                     if !session.on_puback(p.pkid, now) {
                         tracing::warn!(pkid = p.pkid, "PUBACK for no PUBLISH in flight");
+                    } else if let Some(s) = stats {
+                        s.acknowledged.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
@@ -257,7 +317,9 @@ async fn drive(
             }
             next = rx.try_recv().ok();
         }
-        commit_acks(session, src, clock, false).await?;
+        if let Some(s) = stats {
+            s.in_flight.store(session.in_flight(), Ordering::Relaxed);
+        }
         if session.stalled(clock.monotonic_ms()) {
             return Ok(End::Lost("stalled: PUBLISHes in flight and no PUBACK".into()));
         }
@@ -265,13 +327,16 @@ async fn drive(
             if let Some(s) = stats {
                 s.publishes.fetch_add(1, Ordering::Relaxed);
                 s.inflight_peak.fetch_max(session.in_flight(), Ordering::Relaxed);
+                s.in_flight.store(session.in_flight(), Ordering::Relaxed);
             }
             if let Err(e) = client.publish(p.topic, QoS::AtLeastOnce, p.retain, p.payload).await {
                 return Ok(End::Lost(format!("client request channel closed: {e}")));
             }
         }
-        // Records that needed no PUBLISH (see `Session::next_publishes`) leave now.
-        commit_acks(session, src, clock, false).await?;
+        // Acknowledged records (and those that needed no PUBLISH) leave in batches.
+        if commits.is_empty() && session.commit_due(clock.monotonic_ms()) {
+            start_commit(session, src, clock, commits);
+        }
     }
 }
 
@@ -296,6 +361,8 @@ mod tests {
                 batch_events: 10,
                 buffer: 16,
                 stall_ms: 1000,
+                commit_acks: 100,
+                commit_ms: 50,
             },
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_millis(5000),

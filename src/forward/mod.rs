@@ -29,6 +29,16 @@ pub use source::{MemorySource, OutboxSource, SourceError};
 
 use crate::config::Config;
 
+/// Outbox records held in memory per stream (alerts, live, backlog): enough for event batches of
+/// a few hundred per sensor behind the raw-sample records between them; a record in memory is
+/// small (raw samples stay in the journal until their PUBLISH is built).
+const BUFFER_RECORDS: usize = 2048;
+
+/// Acknowledged records committed together at most (one fsync), and the longest an
+/// acknowledgement waits for its commit.
+const COMMIT_ACKS: usize = 4096;
+const COMMIT_MS: i64 = 200;
+
 impl ForwarderConfig {
     /// The forwarder's settings from the configuration: reads the password file and the TLS
     /// files (secrets refused when group or others can read them). `credentials_dir` is
@@ -64,8 +74,10 @@ impl ForwarderConfig {
                 max_packet: f.max_packet,
                 replay_rate: f.replay_rate,
                 batch_events: 1000,
-                buffer: 2 * usize::from(f.inflight).max(256),
+                buffer: BUFFER_RECORDS.max(2 * usize::from(f.inflight)),
                 stall_ms: 2 * f.keep_alive_ms,
+                commit_acks: COMMIT_ACKS,
+                commit_ms: COMMIT_MS,
             },
             backoff_min: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),

@@ -18,6 +18,10 @@
 //! - At most `inflight` PUBLISHes await a PUBACK.
 //! - Records whose PUBLISH was written are reported by [`Session::take_published`], so the ledger
 //!   says `Published` before (or in the same commit as) `Acknowledged`.
+//! - Acknowledgements are committed in batches: [`Session::commit_due`] says when, after
+//!   `commit_acks` acknowledged records or `commit_ms` after the oldest uncommitted one, whichever
+//!   comes first (the shell flushes the rest when a connection ends). An acknowledged record not
+//!   yet committed is still in the outbox: after a crash it is simply sent again (at least once).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -42,6 +46,10 @@ pub struct SessionConfig {
     pub buffer: usize,
     /// With PUBLISHes in flight and no PUBACK for this long, the connection is stalled.
     pub stall_ms: i64,
+    /// Acknowledged records that make a commit due at once (one fsync for all of them).
+    pub commit_acks: usize,
+    /// A commit is due this long after the oldest acknowledgement not yet committed.
+    pub commit_ms: i64,
 }
 
 /// One PUBLISH to make (QoS 1).
@@ -79,6 +87,8 @@ pub struct Session {
     /// Outstanding PUBLISHes of each split record.
     parts: HashMap<u64, usize>,
     acked: Vec<u64>,
+    /// When the oldest record in `acked` was acknowledged.
+    acked_since_ms: Option<i64>,
     /// Records whose PUBLISH (or a part of it) was written since [`Session::take_published`].
     published: Vec<u64>,
     tokens: f64,
@@ -108,6 +118,7 @@ impl Session {
             flights: VecDeque::new(),
             parts: HashMap::new(),
             acked: Vec::new(),
+            acked_since_ms: None,
             published: Vec::new(),
             tokens: 0.0,
             refilled_ms: 0,
@@ -164,21 +175,45 @@ impl Session {
         };
         let Some(f) = self.flights.remove(i) else { return false };
         self.progress_ms = now_ms;
-        self.acked.extend(f.seqs);
+        let mut done = f.seqs;
         if let Some(seq) = f.part_of {
             let left = self.parts.entry(seq).or_insert(1);
             *left -= 1;
             if *left == 0 {
                 self.parts.remove(&seq);
-                self.acked.push(seq);
+                done.push(seq);
             }
         }
+        self.acknowledged(done, now_ms);
         true
+    }
+
+    fn acknowledged(&mut self, seqs: Vec<u64>, now_ms: i64) {
+        if !seqs.is_empty() && self.acked.is_empty() {
+            self.acked_since_ms = Some(now_ms);
+        }
+        self.acked.extend(seqs);
     }
 
     /// Records whose publication is complete: the caller removes them from the outbox.
     pub fn take_acks(&mut self) -> Vec<u64> {
+        self.acked_since_ms = None;
         std::mem::take(&mut self.acked)
+    }
+
+    /// Whether the acknowledged records should be committed now: `commit_acks` of them are
+    /// waiting, or the oldest has waited `commit_ms`.
+    pub fn commit_due(&self, now_ms: i64) -> bool {
+        self.commit_in_ms(now_ms) == Some(0)
+    }
+
+    /// Milliseconds until a commit is due (0: now); `None` with nothing acknowledged.
+    pub fn commit_in_ms(&self, now_ms: i64) -> Option<i64> {
+        let since = self.acked_since_ms?;
+        if self.acked.len() >= self.cfg.commit_acks {
+            return Some(0);
+        }
+        Some((since + self.cfg.commit_ms - now_ms).max(0))
     }
 
     /// Records whose PUBLISH was written since the last call, in sequence order, each once: the
@@ -208,8 +243,17 @@ impl Session {
         self.connected && !self.flights.is_empty() && now_ms - self.progress_ms > self.cfg.stall_ms
     }
 
+    /// Milliseconds until the session has something to do without any input: backlog waiting
+    /// only for its pace may go, or acknowledgements are due for their commit.
+    pub fn wake_in_ms(&self, now_ms: i64) -> Option<i64> {
+        match (self.pace_in_ms(), self.commit_in_ms(now_ms)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Milliseconds until backlog may go again, when backlog waits only for its pace.
-    pub fn wake_in_ms(&self) -> Option<i64> {
+    pub fn pace_in_ms(&self) -> Option<i64> {
         let paced = self.cfg.replay_rate > 0 && self.tokens < 1.0;
         let waiting = self.connected && !self.backlog.is_empty() && self.has_room();
         (paced && waiting)
@@ -299,7 +343,7 @@ impl Session {
             if paced && replayed {
                 self.tokens -= taken.records as f64;
             }
-            self.acked.extend(taken.unpublishable);
+            self.acknowledged(taken.unpublishable, now_ms);
             for item in taken.items {
                 out.push(self.item_flight(item));
             }
@@ -351,3 +395,8 @@ fn is_alert(r: &OutboxRecord) -> bool {
 #[path = "session_tests.rs"]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+#[cfg(test)]
+#[path = "commit_tests.rs"]
+#[allow(clippy::unwrap_used)]
+mod commit_tests;

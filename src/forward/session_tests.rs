@@ -7,7 +7,7 @@ use crate::ledger::LedgerEntry;
 use crate::outbox::{GapNotice, GapRange};
 use crate::trace::SamplesRecord;
 
-fn cfg() -> SessionConfig {
+pub(super) fn cfg() -> SessionConfig {
     SessionConfig {
         topic_root: "lg/gw".into(),
         inflight: 4,
@@ -16,10 +16,12 @@ fn cfg() -> SessionConfig {
         batch_events: 3,
         buffer: 8,
         stall_ms: 10_000,
+        commit_acks: 100,
+        commit_ms: 50,
     }
 }
 
-fn event(sensor: &str, seq: u64) -> OutboxRecord {
+pub(super) fn event(sensor: &str, seq: u64) -> OutboxRecord {
     let json = format!(r#"{{"event_id":"m.{sensor}.{seq}","seq":{seq},"ts_ms":{}}}"#, 1000 * seq);
     OutboxRecord::Event {
         machine: "m".into(),
@@ -40,21 +42,21 @@ fn alert(n: u32) -> OutboxRecord {
 }
 
 /// A broker that assigns packet ids in order and acknowledges on request.
-struct Fake {
-    s: Session,
+pub(super) struct Fake {
+    pub(super) s: Session,
     next_pkid: u16,
     /// Packet ids written and not yet acknowledged.
-    outstanding: Vec<u16>,
+    pub(super) outstanding: Vec<u16>,
 }
 
 impl Fake {
-    fn connect(cfg: SessionConfig, src: &MemorySource) -> Fake {
+    pub(super) fn connect(cfg: SessionConfig, src: &MemorySource) -> Fake {
         let mut s = Session::new(cfg);
         s.on_connack(0, src).unwrap();
         Fake { s, next_pkid: 1, outstanding: Vec::new() }
     }
     /// Asks for PUBLISHes and reports each as written; returns them.
-    fn pump(&mut self, now: i64, src: &MemorySource) -> Vec<(u16, Publish)> {
+    pub(super) fn pump(&mut self, now: i64, src: &MemorySource) -> Vec<(u16, Publish)> {
         let out = self.s.next_publishes(now, src).unwrap();
         let mut got = Vec::new();
         for p in out {
@@ -66,7 +68,7 @@ impl Fake {
         }
         got
     }
-    fn ack_all(&mut self, pkids: &[u16], now: i64, src: &MemorySource) {
+    pub(super) fn ack_all(&mut self, pkids: &[u16], now: i64, src: &MemorySource) {
         for &p in pkids {
             assert!(self.s.on_puback(p, now));
             self.outstanding.retain(|&o| o != p);
@@ -77,7 +79,7 @@ impl Fake {
         }
     }
     /// Pumps and acknowledges until nothing is left to send.
-    fn drain(&mut self, src: &MemorySource) -> Vec<Publish> {
+    pub(super) fn drain(&mut self, src: &MemorySource) -> Vec<Publish> {
         let mut all = Vec::new();
         for now in 1..10_000 {
             let got = self.pump(now, src);
@@ -93,7 +95,7 @@ impl Fake {
     }
 }
 
-fn events_in(p: &Publish) -> Vec<serde_json::Value> {
+pub(super) fn events_in(p: &Publish) -> Vec<serde_json::Value> {
     let v: serde_json::Value = serde_json::from_slice(&p.payload).unwrap();
     v["events"].as_array().cloned().unwrap_or_default()
 }
@@ -217,7 +219,7 @@ fn backlog_is_paced_and_live_data_is_not() {
     assert!(backlog_by(3000) >= 25, "pace keeps going: {}", backlog_by(3000));
     let live = sent_by.iter().find(|(_, id)| id == "m.s2.1").unwrap();
     assert_eq!(live.0, 1500, "live event goes at once despite the backlog");
-    assert!(f.s.wake_in_ms().is_none() || f.s.wake_in_ms().unwrap() <= 100);
+    assert!(f.s.pace_in_ms().is_none() || f.s.pace_in_ms().unwrap() <= 100);
 }
 
 #[test]

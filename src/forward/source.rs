@@ -73,8 +73,12 @@ impl OutboxSource for Mutex<Store> {
     }
 
     fn samples(&self, journal_pos: u64) -> Result<Option<SamplesRecord>, SourceError> {
+        // The line is parsed after the lock is released: the pipeline and the acknowledgement
+        // commits do not wait for the float parsing.
         let store = self.lock().map_err(|_| SourceError::LockPoisoned)?;
-        match store.journal_from(journal_pos).next().transpose()? {
+        let record = store.journal_from(journal_pos).next().transpose()?;
+        drop(store);
+        match record {
             Some((pos, _at, line)) if pos == journal_pos => samples_of(pos, &line).map(Some),
             _ => Ok(None),
         }

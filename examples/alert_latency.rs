@@ -1,0 +1,242 @@
+//! Alert latency benchmark (issue 4): from the ingest of the third high event to the alert's
+//! PUBLISH leaving the forwarder's socket.
+//!
+//! `alert_latency STORE PORT ALERTS [INFLIGHT [REPLAY_RATE]]` — STORE is a fresh directory or a
+//! store filled by `mqtt_drain fill` (then the forwarder drains that backlog meanwhile and the
+//! alerts must overtake it; `REPLAY_RATE` is `[mqtt] replay_rate`, default here 0 = unpaced, the
+//! worst case; the daemon's default is 2000 records/s). `INFLIGHT` defaults to 64. PORT is a local broker. Prints one JSON line with the latency percentiles.
+//!
+//! Between the forwarder and the broker sits a TCP proxy of this process. For each alert, a
+//! machine of its own (`lat{i}`, one sensor) gets three events above the rule's threshold,
+//! one second apart in event time; the rule's `count` is 3 and the watermark bound 0 here, so the
+//! third one raises the alert.
+//! Measured, per alert, with one monotonic clock:
+//! - **t0**: the third event's line arrives (before it is journaled);
+//! - then what the pipeline does: the line is appended to the journal, the rule decides it and
+//!   returns the alert record, the checkpoint writes the outbox record with its ledger record
+//!   (one commit, real fsync), `outbox_grew` is notified; the forwarder reads the alert from the
+//!   outbox and hands its PUBLISH to rumqttc, which writes it;
+//! - **t1**: the proxy reads the bytes holding the alert's topic from the forwarder's socket.
+//!
+//! Not included: the pipeline's group-commit wait (`[store] commit_interval`, when the pipeline
+//! waits for it before committing an alert) and the broker's delivery to subscribers. Alerts go
+//! every 20 ms, so each is decided while the previous ones' PUBACKs are settled.
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+
+use linegate::clock::SystemClock;
+use linegate::config::{Config, WatermarkBound};
+use linegate::event::{Clock, ClockState, Event, Metric, Quality, Unit};
+use linegate::forward::{run, ForwarderConfig, OutboxSource, SessionConfig};
+use linegate::outbox::OutboxRecord;
+use linegate::rule::{Engine, Params};
+use linegate::store::{Store, StoreOptions};
+
+const T0: i64 = 1_800_000_000_000;
+const MARK: &[u8] = b"/alerts/lat";
+
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time
+fn now() -> Instant {
+    Instant::now()
+}
+
+/// Forwards `client` to the broker; reports `(alert number, when read)` for every alert topic in
+/// what the client writes.
+async fn proxy(client: TcpStream, broker: u16, seen: mpsc::UnboundedSender<(usize, Instant)>) {
+    let upstream = TcpStream::connect(("127.0.0.1", broker)).await.unwrap();
+    client.set_nodelay(true).unwrap();
+    upstream.set_nodelay(true).unwrap();
+    let (mut cr, mut cw) = client.into_split();
+    let (mut ur, mut uw) = upstream.into_split();
+    tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+    });
+    let mut buf = vec![0u8; 1 << 16];
+    let mut tail: Vec<u8> = Vec::new();
+    loop {
+        let n = match cr.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let at = now();
+        tail.extend_from_slice(&buf[..n]);
+        let mut from = 0;
+        while let Some(i) = find(&tail[from..], MARK) {
+            let digits = &tail[from + i + MARK.len()..];
+            let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+            if len == digits.len() {
+                break; // the number may go on in the next read
+            }
+            let k = std::str::from_utf8(&digits[..len]).unwrap().parse().unwrap();
+            let _ = seen.send((k, at));
+            from += i + MARK.len() + len;
+        }
+        let keep = tail.len().saturating_sub(from).min(64);
+        tail.drain(..tail.len() - keep);
+        if uw.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn event(machine: &str, seq: u64, ts_ms: i64, value: f64) -> Event {
+    Event {
+        event_id: format!("gw.{machine}.s1.{seq}"),
+        machine: machine.into(),
+        sensor: "s1".into(),
+        seq,
+        ts_ms,
+        clock: Clock { state: ClockState::Synced, err_ms: Some(2) },
+        metric: Metric::AccelRms,
+        value,
+        unit: Unit::G,
+        schema: 1,
+        quality: Quality::Good,
+        samples: None,
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+async fn bench(path: &str, broker: u16, alerts: usize, (inflight, replay_rate): (usize, u32)) {
+    let store = Arc::new(Mutex::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
+    let backlog = store.lock().unwrap().outbox_depth().unwrap().0;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((c, _)) = listener.accept().await {
+            tokio::spawn(proxy(c, broker, seen_tx.clone()));
+        }
+    });
+    let cfg = ForwarderConfig {
+        host: "127.0.0.1".into(),
+        port,
+        client_id: "linegate-latency".into(),
+        keep_alive: Duration::from_secs(30),
+        credentials: None,
+        tls: None,
+        session: SessionConfig {
+            topic_root: "linegate/bench".into(),
+            inflight,
+            max_packet: 256 * 1024,
+            replay_rate,
+            batch_events: 1000,
+            buffer: 2048,
+            stall_ms: 60_000,
+            commit_acks: 4096,
+            commit_ms: 200,
+        },
+        backoff_min: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(1),
+    };
+    let grew = Arc::new(Notify::new());
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let src: Arc<dyn OutboxSource> = store.clone();
+    let task =
+        tokio::spawn(run(cfg, src, grew.clone(), Arc::new(SystemClock::new()), stop_rx, None));
+    tokio::time::sleep(Duration::from_millis(300)).await; // connected, backlog under way
+                                                          // Bound 0: the third event itself moves the watermark past the incident's onset, so it is the
+                                                          // one that makes the alert due (with a bound the alert waits for the watermark, by design).
+    let mut config = Config::for_replay_defaults("gw");
+    config.time.watermark_bound = WatermarkBound::Fixed(0);
+    let mut engine = Engine::new(Params::from_config(&config));
+    // Per alert: total latency, the part up to the end of the pipeline's commit, and the rest
+    // (the forwarder's: wake, read, PUBLISH, write).
+    let (mut latencies, mut committed, mut forwarder) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..alerts {
+        let machine = format!("lat{k}");
+        let at = T0 + 10_000 * k as i64;
+        let mut t0 = now();
+        let mut out = Vec::new();
+        for n in 1..=3u64 {
+            let e = event(&machine, n, at + 1000 * n as i64, 0.9);
+            let line = serde_json::to_vec(&e).unwrap();
+            if n == 3 {
+                t0 = now();
+            }
+            let mut s = store.lock().unwrap();
+            let pos = s.append_journal(&[(e.ts_ms, line)]).unwrap().end - 1;
+            out.clear();
+            engine.on_event(e.ts_ms, &e, &mut out);
+            // Earlier machines' incidents end as ingest time moves on: those records are not
+            // what is measured and are left out.
+            out.retain(|a| a.machine == machine);
+            if n < 3 {
+                assert!(out.is_empty(), "an alert before the third high event");
+                continue;
+            }
+            let a = out.pop().expect("the third high event raises the alert");
+            let rec = OutboxRecord::Alert {
+                machine: a.machine.clone(),
+                alert_id: a.alert_id.clone(),
+                revision: a.revision,
+                json: serde_json::to_vec(&a).unwrap(),
+            };
+            s.checkpoint_with_ledger(pos, b"bench", &[rec.encode()], &[]).unwrap();
+            drop(s);
+            committed.push(now().duration_since(t0).as_secs_f64() * 1000.0);
+            grew.notify_one();
+        }
+        let (got, t1) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+            .await
+            .expect("the alert reached the proxy within 10 s")
+            .unwrap();
+        assert_eq!(got, k, "alerts arrive in order");
+        latencies.push(t1.duration_since(t0).as_secs_f64() * 1000.0);
+        forwarder.push(latencies[k] - committed[k]);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = store.lock().unwrap().outbox_depth().unwrap().0;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    latencies.sort_by(f64::total_cmp);
+    committed.sort_by(f64::total_cmp);
+    forwarder.sort_by(f64::total_cmp);
+    println!(
+        "{}",
+        serde_json::json!({
+            "alerts": alerts, "backlog_records_at_start": backlog, "backlog_left": left,
+            "p50_ms": percentile(&latencies, 0.5), "p99_ms": percentile(&latencies, 0.99),
+            "max_ms": latencies[latencies.len() - 1],
+            "to_commit_p50_ms": percentile(&committed, 0.5),
+            "to_commit_p99_ms": percentile(&committed, 0.99),
+            "forwarder_p50_ms": percentile(&forwarder, 0.5),
+            "forwarder_p99_ms": percentile(&forwarder, 0.99),
+        })
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if !(4..=6).contains(&args.len()) {
+        eprintln!("usage: alert_latency STORE PORT ALERTS [INFLIGHT [REPLAY_RATE]]");
+        return;
+    }
+    let inflight = args.get(4).map_or(64, |a| a.parse().unwrap());
+    let replay_rate = args.get(5).map_or(0, |a| a.parse().unwrap());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench(
+            &args[1],
+            args[2].parse().unwrap(),
+            args[3].parse().unwrap(),
+            (inflight, replay_rate),
+        ));
+}

@@ -1,0 +1,148 @@
+//! Acknowledgement commits in batches (by count and by time) and what a crash before a commit
+//! means: the record is sent again (at least once).
+
+use super::tests::{cfg, event, events_in, Fake};
+use super::*;
+use crate::event::Unit;
+use crate::forward::MemorySource;
+use crate::trace::SamplesRecord;
+
+/// Five events of five sensors: five PUBLISHes of one record each (after the status).
+fn five_sensors(src: &MemorySource) {
+    for i in 1..=5 {
+        src.push(event(&format!("s{i}"), 1)).unwrap();
+    }
+}
+
+fn commit_cfg() -> SessionConfig {
+    SessionConfig { inflight: 8, commit_acks: 3, commit_ms: 50, ..cfg() }
+}
+
+/// Acknowledges `pkids` without committing (the shell decides when).
+fn puback(f: &mut Fake, pkids: &[u16], now: i64) {
+    for &p in pkids {
+        assert!(f.s.on_puback(p, now));
+        f.outstanding.retain(|&o| o != p);
+    }
+}
+
+#[test]
+fn acks_commit_after_commit_ms_since_the_oldest_one() {
+    let src = MemorySource::new();
+    five_sensors(&src);
+    let mut f = Fake::connect(commit_cfg(), &src);
+    let got = f.pump(0, &src);
+    assert_eq!(got.len(), 6, "status + 5 events");
+    assert_eq!(f.s.commit_in_ms(5), None, "nothing acknowledged, nothing due");
+    puback(&mut f, &[got[0].0, got[1].0], 10); // status (no record) + s1's event
+    assert_eq!(f.s.acks_waiting(), 1);
+    assert!(!f.s.commit_due(10));
+    assert_eq!(f.s.commit_in_ms(10), Some(50));
+    assert_eq!(f.s.wake_in_ms(30), Some(30), "the loop wakes for the commit");
+    puback(&mut f, &[got[2].0], 40); // a younger ack does not push the deadline back
+    assert!(!f.s.commit_due(59));
+    assert!(f.s.commit_due(60));
+    assert_eq!(f.s.take_acks(), vec![1, 2]);
+    assert_eq!(f.s.commit_in_ms(60), None, "taken: the clock restarts with the next ack");
+    puback(&mut f, &[got[3].0], 70);
+    assert_eq!(f.s.commit_in_ms(70), Some(50));
+}
+
+#[test]
+fn acks_commit_at_once_after_commit_acks_records() {
+    let src = MemorySource::new();
+    five_sensors(&src);
+    let mut f = Fake::connect(commit_cfg(), &src);
+    let got = f.pump(0, &src);
+    puback(&mut f, &[got[1].0, got[2].0], 1);
+    assert!(!f.s.commit_due(1));
+    puback(&mut f, &[got[3].0], 2);
+    assert!(f.s.commit_due(2), "3 records = commit_acks");
+    assert_eq!(f.s.take_acks(), vec![1, 2, 3]);
+    assert!(!f.s.commit_due(2));
+}
+
+#[test]
+fn a_disconnect_keeps_uncommitted_acks_for_the_final_flush() {
+    let src = MemorySource::new();
+    five_sensors(&src);
+    let mut f = Fake::connect(commit_cfg(), &src);
+    let got = f.pump(0, &src);
+    puback(&mut f, &[got[1].0, got[4].0], 1);
+    f.s.on_disconnect();
+    assert!(!f.s.commit_due(2), "neither count nor time reached");
+    // The shell flushes whatever is acknowledged when the connection ends.
+    let (published, acked) = (f.s.take_published(), f.s.take_acks());
+    assert_eq!(acked, vec![1, 4]);
+    src.ack(&published, &acked, 2).unwrap();
+    assert_eq!(src.pending_seqs().unwrap(), vec![2, 3, 5]);
+}
+
+#[test]
+fn a_crash_between_puback_and_commit_sends_the_record_again() {
+    let src = MemorySource::new();
+    five_sensors(&src);
+    let mut f = Fake::connect(commit_cfg(), &src);
+    let got = f.pump(0, &src);
+    let all: Vec<u16> = got.iter().map(|(p, _)| *p).collect();
+    puback(&mut f, &all, 1);
+    assert_eq!(f.s.acks_waiting(), 5, "all acknowledged by the broker");
+    drop(f); // the process dies before the commit: nothing reached the store
+    assert_eq!(src.pending_seqs().unwrap(), vec![1, 2, 3, 4, 5]);
+    assert!(src.ledger().unwrap().is_empty());
+    let mut restarted = Fake::connect(commit_cfg(), &src);
+    let again = restarted.drain(&src);
+    let events: Vec<_> = again.iter().filter(|p| p.topic.contains("/events/")).collect();
+    assert_eq!(events.len(), 5, "every record sent again");
+    assert!(events.iter().all(|p| events_in(p)[0]["replayed"] == true));
+    assert!(src.pending_seqs().unwrap().is_empty());
+}
+
+#[test]
+fn events_batch_across_their_sensors_raw_samples() {
+    let src = MemorySource::new();
+    let samples = |journal_pos: u64, t0_ms: i64| OutboxRecord::Samples {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        journal_pos,
+        t0_ms,
+        rate_hz: 100.0,
+        n: 100,
+    };
+    for second in 1..=3u64 {
+        src.push(event("s1", second)).unwrap();
+        src.push(samples(second, 1000 * second as i64)).unwrap();
+        let rec = SamplesRecord {
+            machine: "m".into(),
+            sensor: "s1".into(),
+            t0_ms: 1000 * second as i64,
+            rate_hz: 100.0,
+            unit: Unit::G,
+            axis: None,
+            clock: None,
+            data: vec![0.25; 100],
+        };
+        src.put_samples(second, rec).unwrap();
+    }
+    let mut f = Fake::connect(SessionConfig { batch_events: 10, ..commit_cfg() }, &src);
+    let all = f.drain(&src);
+    let topics: Vec<&str> = all.iter().map(|p| p.topic.as_str()).collect();
+    assert_eq!(
+        topics,
+        [
+            "lg/gw/status",
+            "lg/gw/events/m/s1",
+            "lg/gw/samples/m/s1",
+            "lg/gw/samples/m/s1",
+            "lg/gw/samples/m/s1"
+        ]
+    );
+    let seqs: Vec<_> = events_in(&all[1]).iter().map(|e| e["seq"].clone()).collect();
+    assert_eq!(seqs, [1, 2, 3], "one batch, in seq order");
+    let t0s: Vec<_> = all[2..]
+        .iter()
+        .map(|p| crate::samples_codec::SamplesFrame::decode(&p.payload).unwrap().t0_ms)
+        .collect();
+    assert_eq!(t0s, [1000, 2000, 3000], "frames keep their order");
+    assert!(src.pending_seqs().unwrap().is_empty());
+}
