@@ -11,6 +11,11 @@ pub trait Clock: Send + Sync {
     fn now_ms(&self) -> i64;
     /// Monotonic milliseconds since an arbitrary origin; never goes back.
     fn monotonic_ms(&self) -> i64;
+    /// The same monotonic reading in seconds, finer than a millisecond where the clock can (for
+    /// latency histograms of sub-millisecond work).
+    fn monotonic_s(&self) -> f64 {
+        self.monotonic_ms() as f64 / 1000.0
+    }
 }
 
 /// A shared clock is a clock (the bus loop owns one handle, a test advances another).
@@ -20,6 +25,9 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     }
     fn monotonic_ms(&self) -> i64 {
         (**self).monotonic_ms()
+    }
+    fn monotonic_s(&self) -> f64 {
+        (**self).monotonic_s()
     }
 }
 
@@ -50,6 +58,9 @@ impl Clock for SystemClock {
     }
     fn monotonic_ms(&self) -> i64 {
         self.origin.elapsed().as_millis() as i64
+    }
+    fn monotonic_s(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64()
     }
 }
 
@@ -95,6 +106,7 @@ mod tests {
         c.step_wall(-10_000);
         assert_eq!(c.now_ms(), -8_500);
         assert_eq!(c.monotonic_ms(), 500);
+        assert_eq!(c.monotonic_s(), 0.5);
     }
 
     #[test]
@@ -103,5 +115,7 @@ mod tests {
         assert!(c.now_ms() > 1_577_836_800_000);
         let a = c.monotonic_ms();
         assert!(c.monotonic_ms() >= a);
+        let s = c.monotonic_s();
+        assert!(c.monotonic_s() >= s && s < 60.0);
     }
 }

@@ -3,7 +3,8 @@
 //! Stages, as in ARCHITECTURE.md: `trace` (a recorded source) → `stamp` (sequence numbers, feature
 //! extraction) → `rule` (the pure decision core) → outputs. `event` and `quarantine` hold the
 //! contracts every stage shares; `config` the configuration.
-#![deny(unsafe_code)] // one exception: `source::clock_quality::read_adjtimex` (adjtimex FFI)
+#![deny(unsafe_code)]
+// exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `app::memory` (mallopt, malloc_trim)
 #![deny(rust_2018_idioms, unused_must_use)]
 #![warn(
     missing_debug_implementations,

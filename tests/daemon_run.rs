@@ -12,9 +12,10 @@
 #[path = "support/promtool.rs"]
 mod promtool;
 
+use promtool::{sample, scrape};
+
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -151,21 +152,6 @@ impl Drop for Daemon {
             let _ = c.wait();
         }
     }
-}
-
-/// `GET /metrics`; `None` while nothing listens.
-fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
-}
-
-/// The value of the sample line `name` (with its labels, exactly) in `text`.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// Scrapes until `ok` holds for the body; returns that body.

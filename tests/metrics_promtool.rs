@@ -1,17 +1,27 @@
-//! The real `/metrics` output, fetched over TCP from the endpoint on port 0 with every family
-//! populated, passes `promtool check metrics` (Prometheus' own parser and linter) with no
-//! complaint. promtool comes from Debian's `prometheus` package (installed by `.ci/run`).
+//! The real `/metrics` output passes `promtool check metrics` (Prometheus' own parser and
+//! linter) with no complaint: fetched over TCP from the endpoint on port 0 with every family
+//! populated, and from the real daemon (`linegate run`) forwarding to a real mosquitto — the
+//! session, its PUBLISHes and PUBACKs, the backlog drained, the journal's group commits and the
+//! store's fsyncs all counted — and with the broker absent. promtool comes from Debian's
+//! `prometheus` package, mosquitto from Debian's `mosquitto` (both installed by `.ci/run`).
 #![allow(clippy::unwrap_used)]
 
 #[path = "support/promtool.rs"]
 mod promtool;
 
+#[path = "support/mqtt.rs"]
+mod mqtt;
+
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use linegate::decide::Counts;
 use linegate::event::ClockState;
 use linegate::rule::StateSize;
-use linegate::telemetry::{http, Metrics, OutboxKind};
+use linegate::telemetry::{http, BrokerState, Metrics, OutboxKind};
+use promtool::{sample, scrape};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -51,13 +61,19 @@ fn populated() -> Metrics {
         m.observe_processing_latency(s);
         m.observe_journal_commit(s / 2.0);
     }
-    m.fsyncs(42);
+    m.set_fsyncs(42);
     m.set_outbox(OutboxKind::Alert, 2, 1_024);
     m.set_outbox(OutboxKind::Samples, 30, 3_000_000);
     m.set_replay_progress(5_000, 250.0);
-    m.broker_connected();
-    m.broker_disconnected();
-    m.broker_connected();
+    m.set_broker(&BrokerState {
+        connected: true,
+        attempts: 3,
+        connects: 2,
+        disconnects: 1,
+        publishes: 500,
+        acknowledged: 480,
+        in_flight: 20,
+    });
     m.set_store_bytes(123_456_789);
     m.set_clock_state(ClockState::Synced);
     m.sensor_overruns("s1", 3);
@@ -107,8 +123,12 @@ async fn served_metrics_pass_promtool_and_name_every_family() {
         "linegate_replay_drain_rate_records_per_second gauge",
         "linegate_replay_eta_seconds gauge",
         "linegate_broker_connected gauge",
+        "linegate_broker_connect_attempts_total counter",
         "linegate_broker_connects_total counter",
         "linegate_broker_disconnects_total counter",
+        "linegate_broker_publishes_total counter",
+        "linegate_broker_acknowledged_total counter",
+        "linegate_broker_in_flight_publishes gauge",
         "linegate_store_disk_bytes gauge",
         "linegate_clock_state gauge",
         "linegate_sensor_overruns_total counter",
@@ -125,6 +145,9 @@ async fn served_metrics_pass_promtool_and_name_every_family() {
         "linegate_replay_eta_seconds 20.0",
         "linegate_broker_connects_total 2",
         "linegate_broker_disconnects_total 1",
+        "linegate_broker_acknowledged_total 480",
+        "linegate_broker_in_flight_publishes 20",
+        "linegate_fsyncs_total 42",
         "linegate_clock_state{state=\"synced\"} 1",
         "linegate_clock_state{state=\"unknown\"} 0",
         "linegate_outbox_records{kind=\"gap\"} 0",
@@ -155,4 +178,138 @@ fn promtool_rejects_the_unconverted_openmetrics_text() {
     assert!(said.contains("linegate_fsyncs_total"), "{said}");
     let (ok, said) = promtool::check(&linegate::telemetry::exposition::openmetrics_to_text(&open));
     assert!(ok && said.trim().is_empty(), "{said}");
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_linegate");
+
+/// Any wait for the daemon gives up after this many 50 ms polls (60 s: CI machines are shared).
+const POLLS: u32 = 1200;
+
+/// A `linegate run` on the CWRU fixture trace (77 raw samples records, 42 ticks) at full speed,
+/// forwarding to a broker at `broker_port`, metrics on `metrics_port`; killed when dropped.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+    metrics_port: u16,
+}
+
+impl Daemon {
+    fn start(dir: &Path, broker_port: u16) -> Daemon {
+        let metrics_port = mqtt::free_port();
+        let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/traces/cwru.jsonl");
+        let text = format!(
+            "[gateway]\nid = \"gw-metrics\"\n\
+             [rule]\nthreshold = 0.5\nwindow = \"2m\"\ncount = 3\n\
+             [store]\npath = \"{}\"\ncommit_records = 20\ncommit_interval = \"20ms\"\n\
+             [mqtt]\nhost = \"127.0.0.1\"\nport = {broker_port}\nprefix = \"lg\"\n\
+             [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\
+             [[source]]\nkind = \"trace\"\npath = \"{}\"\nspeed = 0.0\n",
+            dir.join("db").display(),
+            trace.display()
+        );
+        let config = dir.join("run.toml");
+        std::fs::write(&config, text).unwrap();
+        let log = dir.join("run.log");
+        let child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&config)
+            .env_remove("NOTIFY_SOCKET")
+            .env("LINEGATE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon { child, log, metrics_port }
+    }
+
+    /// Scrapes until `ok` holds for the body; returns that body, which must pass promtool.
+    fn scrape_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        for _ in 0..POLLS {
+            if let Some(body) = scrape(self.metrics_port).filter(|b| ok(b)) {
+                let (passed, said) = promtool::check(&body);
+                assert!(passed && said.trim().is_empty(), "promtool: {said}\n--- body:\n{body}");
+                return body;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let last = scrape(self.metrics_port);
+        panic!("metrics never showed {what}; last scrape:\n{last:?}\nlog:\n{log}");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn value(body: &str, name: &str) -> f64 {
+    sample(body, name).unwrap_or_else(|| panic!("no sample `{name}` in:\n{body}"))
+}
+
+/// The journal's group commits and the store's fsyncs are counted by the running daemon.
+fn check_store_work(body: &str) {
+    assert!(value(body, "linegate_journal_commit_latency_seconds_count") >= 1.0);
+    assert!(value(body, "linegate_journal_commit_latency_seconds_sum") > 0.0);
+    // Each commit syncs every file of the database and its directory.
+    assert!(value(body, "linegate_fsyncs_total") >= 2.0);
+    assert!(value(body, "linegate_processing_latency_seconds_count") >= 1.0);
+}
+
+#[test]
+fn a_daemon_forwarding_to_mosquitto_shows_its_session_acknowledgements_and_drained_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = mqtt::Broker::start(dir.path(), mqtt::free_port(), "");
+    let d = Daemon::start(dir.path(), broker.port);
+    let body = d.scrape_until("every record decided and the outbox drained", |b| {
+        sample(b, "linegate_records_total") == Some(119.0)
+            && sample(b, "linegate_broker_acknowledged_total").is_some_and(|n| n > 0.0)
+            && sample(b, "linegate_replay_backlog_records") == Some(0.0)
+    });
+    assert_eq!(value(&body, "linegate_broker_connected"), 1.0);
+    assert!(value(&body, "linegate_broker_connects_total") >= 1.0);
+    assert!(value(&body, "linegate_broker_connect_attempts_total") >= 1.0);
+    let (published, acked) = (
+        value(&body, "linegate_broker_publishes_total"),
+        value(&body, "linegate_broker_acknowledged_total"),
+    );
+    // The 77 samples frames at least, each its own PUBLISH, and every one acknowledged.
+    assert!(published >= 77.0 && acked == published, "{published} published, {acked} acked");
+    assert_eq!(value(&body, "linegate_broker_in_flight_publishes"), 0.0);
+    assert_eq!(value(&body, "linegate_replay_eta_seconds"), 0.0);
+    assert_eq!(value(&body, "linegate_outbox_records{kind=\"samples\"}"), 0.0);
+    check_store_work(&body);
+
+    broker.stop();
+    let body = d.scrape_until("the session lost", |b| {
+        sample(b, "linegate_broker_disconnects_total").is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(value(&body, "linegate_broker_connected"), 0.0);
+}
+
+#[test]
+fn a_daemon_without_its_broker_shows_no_session_and_a_backlog_that_does_not_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nobody listens there.
+    let d = Daemon::start(dir.path(), mqtt::free_port());
+    let body = d.scrape_until("every record decided and a connection attempted", |b| {
+        sample(b, "linegate_records_total") == Some(119.0)
+            && sample(b, "linegate_broker_connect_attempts_total").is_some_and(|n| n >= 1.0)
+            && sample(b, "linegate_replay_backlog_records").is_some_and(|n| n >= 77.0)
+    });
+    for zero in [
+        "linegate_broker_connected",
+        "linegate_broker_connects_total",
+        "linegate_broker_disconnects_total",
+        "linegate_broker_publishes_total",
+        "linegate_broker_acknowledged_total",
+        "linegate_broker_in_flight_publishes",
+    ] {
+        assert_eq!(value(&body, zero), 0.0, "{zero}");
+    }
+    assert_eq!(value(&body, "linegate_outbox_records{kind=\"samples\"}"), 77.0);
+    assert!(body.contains("\nlinegate_replay_eta_seconds +Inf\n"), "nothing drains:\n{body}");
+    check_store_work(&body);
 }

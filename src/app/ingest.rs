@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::telemetry::Telemetry;
 use super::{lock, AppError, SharedStore};
+use crate::clock::{Clock, SystemClock};
 use crate::config::TraceSource;
 use crate::store::{JournalRecord, Origin};
 use crate::trace::parse::salvage_at;
@@ -88,6 +90,8 @@ pub(super) struct IngestParams {
     pub commit_interval_ms: i64,
     /// Return at the end of the file instead of waiting for `stop`.
     pub exit_at_end: bool,
+    /// Where the group commits report their duration.
+    pub telemetry: Telemetry,
 }
 
 /// Reads, journals and forwards the source's lines until the end (with `exit_at_end`) or until
@@ -127,7 +131,7 @@ pub(super) async fn ingest(
                     if wait_until(d, &mut stop).await {
                         break;
                     }
-                    commit(&store, &tx, std::mem::take(&mut pending)).await?;
+                    commit(&store, &p.telemetry, &tx, std::mem::take(&mut pending)).await?;
                     deadline = None;
                 }
                 if wait_until(due, &mut stop).await {
@@ -139,17 +143,17 @@ pub(super) async fn ingest(
                 Instant::now() + std::time::Duration::from_millis(p.commit_interval_ms as u64)
             });
             if pending.len() >= p.commit_records || Instant::now() >= d {
-                commit(&store, &tx, std::mem::take(&mut pending)).await?;
+                commit(&store, &p.telemetry, &tx, std::mem::take(&mut pending)).await?;
                 deadline = None;
             }
         }
         if !paced && !pending.is_empty() {
-            commit(&store, &tx, std::mem::take(&mut pending)).await?;
+            commit(&store, &p.telemetry, &tx, std::mem::take(&mut pending)).await?;
             deadline = None;
         }
     }
     if !pending.is_empty() {
-        commit(&store, &tx, pending).await?;
+        commit(&store, &p.telemetry, &tx, pending).await?;
     }
     if !p.exit_at_end {
         while !*stop.borrow() {
@@ -174,30 +178,38 @@ async fn wait_until(t: Instant, stop: &mut watch::Receiver<bool>) -> bool {
 /// decide stage: the source position advances only now, with the records durable.
 async fn commit(
     store: &SharedStore,
+    telemetry: &Telemetry,
     tx: &mpsc::Sender<Vec<JournalRecord>>,
     lines: Vec<Line>,
 ) -> Result<(), AppError> {
-    let records = journal(store, lines).await?;
+    let records = journal(store, telemetry, lines).await?;
     tx.send(records).await.map_err(|_| AppError::StageGone("decide"))
 }
 
-/// Appends `lines` to the journal and commits: one group commit, one fsync for the batch.
-/// Returns the records as the decide stage takes them.
+/// Appends `lines` to the journal and commits: one group commit, one fsync for the batch, its
+/// duration (with the lock held: append, flush, fsync) reported to `telemetry`. Returns the
+/// records as the decide stage takes them.
 pub(super) async fn journal(
     store: &SharedStore,
+    telemetry: &Telemetry,
     lines: Vec<Line>,
 ) -> Result<Vec<JournalRecord>, AppError> {
     let store = store.clone();
-    let records = tokio::task::spawn_blocking(move || -> Result<Vec<JournalRecord>, AppError> {
+    let (records, took_s) = tokio::task::spawn_blocking(move || {
         let mut s = lock(&store)?;
+        // A fresh clock: its monotonic reading is the time since this line.
+        let clock = SystemClock::new();
         let range = s.append_journal_from(&lines)?;
         s.commit()?;
-        Ok(range
+        let took_s = clock.monotonic_s();
+        let records: Vec<JournalRecord> = range
             .zip(lines)
             .map(|(pos, (at, origin, line))| JournalRecord { pos, at, origin: Some(origin), line })
-            .collect())
+            .collect();
+        Ok::<_, AppError>((records, took_s))
     })
     .await??;
+    telemetry.journal_committed(took_s);
     crate::app::failpoint!("app::ingest::after_commit");
     Ok(records)
 }

@@ -79,6 +79,8 @@ pub(super) struct LiveParams {
     pub(super) journaled: u64,
     pub(super) commit_records: usize,
     pub(super) commit_interval_ms: i64,
+    /// Where the group commits report their duration, and bus sources their overruns.
+    pub(super) telemetry: super::telemetry::Telemetry,
 }
 
 /// One `samples` trace line (CONTRACTS section 8) as written to the journal.
@@ -200,7 +202,7 @@ pub(super) async fn ingest_live<A: Adapter>(
                 Instant::now() + Duration::from_millis(p.commit_interval_ms.max(0) as u64)
             });
             if ended || got.lines.len() >= p.commit_records || Instant::now() >= d {
-                let records = journal(&store, std::mem::take(&mut got.lines)).await?;
+                let records = journal(&store, &p.telemetry, std::mem::take(&mut got.lines)).await?;
                 last_line_mono = now.mono_ms;
                 deadline = None;
                 owed = Some(records);

@@ -3,7 +3,8 @@
 //! ([`super::live`]).
 //!
 //! The read loop never blocks: when its channel is full it sheds a block and declares the gap
-//! (reason `backpressure`); overruns are declared by the loop too (reason `overrun`). A bus error
+//! (reason `backpressure`); overruns are declared by the loop too (reason `overrun`), and each
+//! one counts in `linegate_sensor_overruns_total` of every sensor it declares a gap for. A bus error
 //! ends the loop; a supervisor thread reopens the device after a backoff (the open explains what
 //! is wrong in the log, e.g. a missing device node or a permission), and the hole between the
 //! last block before the fault and the first after it is declared (reason `sensor_fault`).
@@ -23,21 +24,28 @@ use crate::source::bus::{self, BusOutput, BusReader};
 use crate::source::clock_quality::Adjtimex;
 use crate::source::modbus::poller::Backoff;
 use crate::store::JournalRecord;
+use crate::telemetry::Metrics;
 
 /// Reason of the hole a bus fault leaves.
 pub(super) const SENSOR_FAULT: &str = "sensor_fault";
 /// Records the read loop may queue before it sheds.
 pub(super) const CHANNEL_RECORDS: usize = 64;
 
-/// Bus output to live items: gaps and clock steps as they are, samples through [`Holes`].
+/// Bus output to live items: gaps and clock steps as they are, samples through [`Holes`];
+/// overrun gaps counted in the metrics.
 #[derive(Debug)]
 pub(super) struct BusAdapter {
     holes: Holes,
+    metrics: Metrics,
 }
 
 impl BusAdapter {
-    pub(super) fn new(sensor: &BusSensor) -> Self {
-        BusAdapter { holes: Holes::new(SENSOR_FAULT, sensor.block_ms + 1_000) }
+    /// The adapter of `sensor`; its exported sensors' overrun counters appear at 0.
+    pub(super) fn new(sensor: &BusSensor, metrics: Metrics) -> Self {
+        for &axis in &sensor.axes {
+            metrics.sensor_overruns(&sensor.sensor_for(axis), 0);
+        }
+        BusAdapter { holes: Holes::new(SENSOR_FAULT, sensor.block_ms + 1_000), metrics }
     }
 }
 
@@ -48,6 +56,9 @@ impl Adapter for BusAdapter {
         match item {
             BusOutput::Samples(r) => self.holes.samples(r, now, out),
             BusOutput::Gap(g) => {
+                if g.reason == bus::OVERRUN {
+                    self.metrics.sensor_overruns(&g.sensor, 1);
+                }
                 self.holes.declared(&g);
                 out.push(LiveItem::Gap(g));
             }
@@ -83,16 +94,9 @@ pub(super) async fn ingest(
         let sensor = sensor.clone();
         std::thread::spawn(move || supervise(&config, &sensor, bus_tx, &halt))
     };
-    let ended = ingest_live(
-        p,
-        BusAdapter::new(&sensor),
-        bus_rx,
-        Box::new(SystemClock::new()),
-        store,
-        tx,
-        stop,
-    )
-    .await;
+    let adapter = BusAdapter::new(&sensor, p.telemetry.metrics.clone());
+    let ended =
+        ingest_live(p, adapter, bus_rx, Box::new(SystemClock::new()), store, tx, stop).await;
     halt.store(true, Ordering::Relaxed);
     let joined = tokio::task::spawn_blocking(move || supervisor.join()).await?;
     joined.map_err(|_| AppError::StageGone("bus source"))?;

@@ -113,9 +113,17 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     // Room for one batch, and nobody reading yet: the ingest must not wait for the decide stage.
     let (tx, rx) = mpsc::channel(1);
     let (_stop_tx, stop) = watch::channel(false);
-    let p = LiveParams { source: 0, journaled: 0, commit_records: 8, commit_interval_ms: 50 };
+    let telemetry = crate::app::telemetry::Telemetry::new();
+    let p = LiveParams {
+        source: 0,
+        journaled: 0,
+        commit_records: 8,
+        commit_interval_ms: 50,
+        telemetry: telemetry.clone(),
+    };
     let at = Box::new(ManualClock::new(T + 10_000));
-    ingest_live(p, BusAdapter::new(&sensor), bus_rx, at, store.clone(), tx, stop).await.unwrap();
+    let adapter = BusAdapter::new(&sensor, telemetry.metrics.clone());
+    ingest_live(p, adapter, bus_rx, at, store.clone(), tx, stop).await.unwrap();
     let (driver, ended) = bus.join().unwrap();
     driver.destroy().done();
     let stats = ended.unwrap_err().to_string();
@@ -164,6 +172,15 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     assert!(samples >= 39, "about 40 blocks of 100 ms kept for forwarding: {samples}");
     // Every journaled line was decided: the checkpoint is at the journal's end.
     assert_eq!(s.checkpoint_pos() + 1, s.next_journal_pos());
+
+    // The overrun and the group commits reached the metrics.
+    let text = crate::telemetry::exposition::encode(&telemetry.metrics).unwrap();
+    assert!(text.contains("\nlinegate_sensor_overruns_total{sensor=\"s1\"} 1\n"), "{text}");
+    let commits = text
+        .lines()
+        .find_map(|l| l.strip_prefix("linegate_journal_commit_latency_seconds_count "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(commits.is_some_and(|n| n >= 5), "about 40 blocks, 8 a commit: {commits:?}");
 }
 
 #[test]

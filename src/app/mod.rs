@@ -30,6 +30,7 @@ mod ingest;
 mod live;
 mod live_bus;
 mod live_modbus;
+pub mod memory;
 pub mod outputs;
 pub mod records;
 pub mod retention;
@@ -135,7 +136,7 @@ pub async fn run(
         tokio::task::spawn_blocking(move || start(&config, store, grew, t)).await??
     };
     let (stop_tx, stop_rx) = watch::channel(false);
-    let services = spawn_services(&config, &store, &telemetry, metrics_listener, &stop_rx);
+    let mut services = spawn_services(&config, &store, &telemetry, metrics_listener, &stop_rx);
     let (tx, rx) = mpsc::channel(4);
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
@@ -148,6 +149,7 @@ pub async fn run(
             journaled: offset,
             commit_records: config.store.commit_records,
             commit_interval_ms: config.store.commit_interval_ms,
+            telemetry: telemetry.clone(),
         };
         match source {
             SourceConfig::Trace(trace) => {
@@ -158,6 +160,7 @@ pub async fn run(
                     commit_records: config.store.commit_records,
                     commit_interval_ms: config.store.commit_interval_ms,
                     exit_at_end: opts.exit_at_end,
+                    telemetry: telemetry.clone(),
                 };
                 ingests.spawn(ingest::ingest(p, store, tx, stop));
             }
@@ -171,10 +174,17 @@ pub async fn run(
     }
     drop(tx);
     let forward = opts.forward.map(|slot| {
-        let ctx = ForwardCtx { store: store.clone(), outbox_grew, stop: stop_rx.clone() };
+        let ctx = ForwardCtx {
+            store: store.clone(),
+            outbox_grew,
+            stop: stop_rx.clone(),
+            stats: telemetry.forward.clone(),
+        };
         tokio::spawn(slot(ctx))
     });
     crate::telemetry::watchdog::ready("running: store open, sources started");
+    // Pings only after READY=1: systemd ignores WATCHDOG=1 before it.
+    services.extend(spawn_watchdog(&telemetry, &stop_rx));
     let mut signalled = false;
     let ingest_result = {
         tokio::pin!(shutdown);
@@ -266,8 +276,8 @@ async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppErr
     Ok(store)
 }
 
-/// The tasks beside the stages: the metrics endpoint, the store sampler, the retention budget
-/// and systemd's watchdog. They end when `stop` is set (or are aborted when `run` returns).
+/// The tasks beside the stages: the metrics endpoint, the store sampler and the retention
+/// budget. They end when `stop` is set (or are aborted when `run` returns).
 fn spawn_services(
     config: &Arc<Config>,
     store: &SharedStore,
@@ -275,9 +285,6 @@ fn spawn_services(
     metrics_listener: Option<tokio::net::TcpListener>,
     stop: &watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let stopped = |mut stop: watch::Receiver<bool>| async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
     let mut tasks = Vec::new();
     if let Some(listener) = metrics_listener {
         let serve =
@@ -292,16 +299,25 @@ fn spawn_services(
     let retention =
         retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());
     tasks.push(tokio::spawn(retention));
-    let stall_after = WATCHDOG_STALL_AFTER;
+    tasks
+}
+
+/// systemd's watchdog pings (with `WATCHDOG_USEC` set), until `stop` is set.
+fn spawn_watchdog(
+    t: &telemetry::Telemetry,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
     let heartbeat = t.heartbeat.clone();
-    if let Some(w) = crate::telemetry::watchdog::spawn_systemd_watchdog(
-        stall_after,
+    crate::telemetry::watchdog::spawn_systemd_watchdog(
+        WATCHDOG_STALL_AFTER,
         heartbeat,
         stopped(stop.clone()),
-    ) {
-        tasks.push(w);
-    }
-    tasks
+    )
+}
+
+/// Completes once `stop` is set.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Work pending and no progress for this long: the watchdog stops pinging (systemd restarts the

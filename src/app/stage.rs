@@ -38,8 +38,9 @@ pub(super) struct DecideStage {
     telemetry: Telemetry,
     /// Ingest time of the last record decided.
     last_at: Option<i64>,
-    /// Monotonic receipt time of each batch decided since the last checkpoint (not catch-up).
-    received_ms: Vec<i64>,
+    /// Monotonic receipt time (seconds) of each batch decided since the last checkpoint (not
+    /// catch-up).
+    received_s: Vec<f64>,
     clock: SystemClock,
 }
 
@@ -74,7 +75,7 @@ impl DecideStage {
             samples_scan_from: 1,
             telemetry,
             last_at: None,
-            received_ms: Vec::new(),
+            received_s: Vec::new(),
             clock: SystemClock::new(),
         })
     }
@@ -118,7 +119,7 @@ impl DecideStage {
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
             };
-            self.received_ms.push(self.clock.monotonic_ms());
+            self.received_s.push(self.clock.monotonic_s());
             if let Some(first) = batch.first().filter(|r| r.pos > self.last_pos + 1) {
                 self.catch_up(first.pos, &clock, &mut last_cp)?;
             }
@@ -186,9 +187,8 @@ impl DecideStage {
             return Ok(());
         }
         self.checkpoint_store(last)?;
-        let now = self.clock.monotonic_ms();
-        let latencies: Vec<f64> =
-            self.received_ms.drain(..).map(|t| (now - t).max(0) as f64 / 1000.0).collect();
+        let now = self.clock.monotonic_s();
+        let latencies: Vec<f64> = self.received_s.drain(..).map(|t| (now - t).max(0.0)).collect();
         self.telemetry.checkpointed(&self.decider, self.last_at, &latencies);
         self.telemetry.heartbeat.bump();
         Ok(())

@@ -6,11 +6,17 @@
 //!   rejected by reason, alerts), the rule state, each machine's watermark and lag, and the
 //!   processing latency of the batches the checkpoint covers.
 //! - [`sample_loop`]: every [`SAMPLE_INTERVAL`], what only the store knows — outbox depth by kind
-//!   (records and bytes), the backlog's drain rate and ETA, the store's bytes on disk — and the
-//!   gateway clock's state from the kernel (`adjtimex`).
+//!   (records and bytes), the backlog's drain rate and ETA, the store's bytes on disk and its
+//!   fsync count — the MQTT forwarder's counters ([`ForwardStats`]: connection state, attempts,
+//!   sessions, PUBLISHes, PUBACKs, in flight), and the gateway clock's state from the kernel
+//!   (`adjtimex`).
+//! - Where the work happens: the journal's group commits time themselves
+//!   ([`Telemetry::journal_committed`]), and bus sources count their FIFO overruns
+//!   (`super::live_bus`).
 //! - [`bind_metrics`] and [`crate::telemetry::http::serve`]: `GET /metrics` on `[metrics] listen`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,11 +27,12 @@ use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::decide::Decider;
 use crate::event::ClockState;
+use crate::forward::ForwardStats;
 use crate::outbox::OutboxRecord;
 use crate::store::Store;
 use crate::telemetry::drain::DrainRate;
 use crate::telemetry::watchdog::Heartbeat;
-use crate::telemetry::{Metrics, OutboxKind};
+use crate::telemetry::{BrokerState, Metrics, OutboxKind};
 
 /// How often [`sample_loop`] reads the store and the kernel clock.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
@@ -38,6 +45,8 @@ const DRAIN_WINDOW_MS: i64 = 30_000;
 pub struct Telemetry {
     pub metrics: Metrics,
     pub heartbeat: Heartbeat,
+    /// The MQTT forwarder's counters (it updates them; [`sample_loop`] publishes them).
+    pub forward: Arc<ForwardStats>,
     /// Each machine's latest watermark (event time, ms), as of the last checkpoint.
     watermarks: Arc<Mutex<BTreeMap<String, i64>>>,
 }
@@ -74,6 +83,11 @@ impl Telemetry {
         }
     }
 
+    /// One journal group commit (append, flush, fsync) took `seconds`.
+    pub(super) fn journal_committed(&self, seconds: f64) {
+        self.metrics.observe_journal_commit(seconds.max(0.0));
+    }
+
     /// Each machine's latest watermark.
     pub(super) fn watermarks(&self) -> BTreeMap<String, i64> {
         self.watermarks.lock().map(|w| w.clone()).unwrap_or_default()
@@ -105,6 +119,20 @@ fn sample_store(store: &Store) -> Result<StoreSample, AppError> {
     s.removed_total = store.next_outbox_seq().saturating_sub(1).saturating_sub(pending);
     s.disk_bytes = store.disk_usage()?;
     Ok(s)
+}
+
+/// The forwarder's counters as the metrics take them.
+fn broker_state(f: &ForwardStats) -> BrokerState {
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    BrokerState {
+        connected: f.connected.load(Ordering::Relaxed),
+        attempts: n(&f.attempts),
+        connects: n(&f.connects),
+        disconnects: n(&f.disconnects),
+        publishes: n(&f.publishes),
+        acknowledged: n(&f.acknowledged),
+        in_flight: f.in_flight.load(Ordering::Relaxed) as u64,
+    }
 }
 
 /// The gateway clock's state from the kernel: synced while NTP disciplines it.
@@ -143,7 +171,11 @@ pub(super) async fn sample_loop(
             }
             Err(e) => tracing::warn!(error = %e, "metrics: cannot read the store"),
         }
-        telemetry.metrics.set_clock_state(kernel_clock_state());
+        let m = &telemetry.metrics;
+        m.set_fsyncs(crate::store::fsyncs_total());
+        m.set_broker(&broker_state(&telemetry.forward));
+        m.set_clock_state(kernel_clock_state());
+        super::memory::release_free_memory();
         tokio::select! {
             _ = tokio::time::sleep(SAMPLE_INTERVAL) => {}
             _ = stop.wait_for(|s| *s) => return,
@@ -202,5 +234,26 @@ mod tests {
         assert_eq!(n(OutboxKind::Event), (0, 0));
         assert_eq!(got.removed_total, 1);
         assert!(got.disk_bytes > 0);
+    }
+
+    #[test]
+    fn the_forwarders_counters_become_the_broker_state() {
+        let f = ForwardStats::default();
+        f.attempts.store(2, Ordering::Relaxed);
+        f.connects.store(1, Ordering::Relaxed);
+        f.connected.store(true, Ordering::Relaxed);
+        f.publishes.store(9, Ordering::Relaxed);
+        f.acknowledged.store(7, Ordering::Relaxed);
+        f.in_flight.store(2, Ordering::Relaxed);
+        let want = BrokerState {
+            connected: true,
+            attempts: 2,
+            connects: 1,
+            disconnects: 0,
+            publishes: 9,
+            acknowledged: 7,
+            in_flight: 2,
+        };
+        assert_eq!(broker_state(&f), want);
     }
 }

@@ -25,7 +25,7 @@ impl KernelClock for Adjtimex {
 
 /// Reads the kernel's clock state with `adjtimex` in read-only mode (`modes = 0`).
 ///
-/// This is the crate's one FFI call (`lib.rs` denies unsafe code; this function is allowed it).
+/// An FFI call (`lib.rs` denies unsafe code; this function is allowed it, like `app::memory`).
 #[allow(unsafe_code)]
 #[allow(clippy::useless_conversion)] // `c_long` is i64 on 64-bit targets, i32 on 32-bit ARM
 pub fn read_adjtimex() -> std::io::Result<KernelEvidence> {

@@ -60,8 +60,12 @@ pub(super) struct Families {
     pub(super) replay_drain_rate: FloatGauge,
     pub(super) replay_eta: FloatGauge,
     pub(super) broker_connected: Gauge,
+    pub(super) broker_attempts: Counter,
     pub(super) broker_connects: Counter,
     pub(super) broker_disconnects: Counter,
+    pub(super) broker_publishes: Counter,
+    pub(super) broker_acknowledged: Counter,
+    pub(super) broker_in_flight: Gauge,
     pub(super) store_bytes: Gauge,
     pub(super) clock_state: Family<StateLabel, Gauge>,
     pub(super) sensor_overruns: Family<SensorLabel, Counter>,
@@ -100,8 +104,12 @@ impl Families {
             replay_drain_rate: FloatGauge::default(),
             replay_eta: FloatGauge::default(),
             broker_connected: Gauge::default(),
+            broker_attempts: Counter::default(),
             broker_connects: Counter::default(),
             broker_disconnects: Counter::default(),
+            broker_publishes: Counter::default(),
+            broker_acknowledged: Counter::default(),
+            broker_in_flight: Gauge::default(),
             store_bytes: Gauge::default(),
             clock_state: Family::default(),
             sensor_overruns: Family::default(),
@@ -207,8 +215,28 @@ impl Families {
             "1 while the MQTT session is up, else 0",
             f.broker_connected.clone(),
         );
+        r.register(
+            "broker_connect_attempts",
+            "MQTT connection attempts, refused and failed ones included",
+            f.broker_attempts.clone(),
+        );
         r.register("broker_connects", "MQTT sessions established", f.broker_connects.clone());
         r.register("broker_disconnects", "MQTT sessions lost", f.broker_disconnects.clone());
+        r.register(
+            "broker_publishes",
+            "MQTT PUBLISHes handed to the client (QoS 1; one may carry a batch of events)",
+            f.broker_publishes.clone(),
+        );
+        r.register(
+            "broker_acknowledged",
+            "MQTT PUBACKs received for PUBLISHes in flight",
+            f.broker_acknowledged.clone(),
+        );
+        r.register(
+            "broker_in_flight_publishes",
+            "MQTT PUBLISHes awaiting their PUBACK now",
+            f.broker_in_flight.clone(),
+        );
         r.register(
             "store_disk_bytes",
             "Bytes the store's files take on disk",

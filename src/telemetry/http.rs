@@ -150,7 +150,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let metrics = Metrics::new();
-        metrics.fsyncs(7);
+        metrics.set_fsyncs(7);
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(serve(listener, metrics, async {
             let _ = stopped.await;

@@ -71,6 +71,20 @@ const CLOCK_STATES: [(ClockState, &str); 5] = [
 /// The alert record kinds counted in `Counts::alerts`.
 const ALERT_KINDS: [&str; 4] = ["open", "amend", "close", "supersede"];
 
+/// The MQTT forwarder as its counters say it: totals since the process started (what
+/// `crate::forward::ForwardStats` holds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BrokerState {
+    /// A session is up (ConnAck received, not lost since).
+    pub connected: bool,
+    pub attempts: u64,
+    pub connects: u64,
+    pub disconnects: u64,
+    pub publishes: u64,
+    pub acknowledged: u64,
+    pub in_flight: u64,
+}
+
 /// The handle the stages update and the endpoint encodes. Cheap to clone: all clones share the
 /// same registry.
 #[derive(Clone, Debug)]
@@ -216,9 +230,9 @@ impl Metrics {
         self.inner.families.journal_commit_latency.observe(seconds);
     }
 
-    /// `n` fsync calls were made (files and directories).
-    pub fn fsyncs(&self, n: u64) {
-        self.inner.families.fsyncs.inc_by(n);
+    /// The store has made `total` fsync calls so far (files and directories).
+    pub fn set_fsyncs(&self, total: u64) {
+        raise_to(&self.inner.families.fsyncs, total);
     }
 
     /// Records and bytes of one kind waiting in the outbox.
@@ -244,17 +258,16 @@ impl Metrics {
         i.replay_eta.set(eta);
     }
 
-    /// The MQTT session came up.
-    pub fn broker_connected(&self) {
-        self.inner.families.broker_connected.set(1);
-        self.inner.families.broker_connects.inc();
-    }
-
-    /// The MQTT session went down (counted only when it was up).
-    pub fn broker_disconnected(&self) {
-        if self.inner.families.broker_connected.set(0) == 1 {
-            self.inner.families.broker_disconnects.inc();
-        }
+    /// The MQTT forwarder's state and counters.
+    pub fn set_broker(&self, b: &BrokerState) {
+        let i = &self.inner.families;
+        i.broker_connected.set(i64::from(b.connected));
+        raise_to(&i.broker_attempts, b.attempts);
+        raise_to(&i.broker_connects, b.connects);
+        raise_to(&i.broker_disconnects, b.disconnects);
+        raise_to(&i.broker_publishes, b.publishes);
+        raise_to(&i.broker_acknowledged, b.acknowledged);
+        gauge_from_u64(&i.broker_in_flight, b.in_flight);
     }
 
     /// Bytes the store's files take on disk.
@@ -274,7 +287,8 @@ impl Metrics {
         }
     }
 
-    /// `n` sample FIFO overruns (samples lost in the sensor) on `sensor`.
+    /// `n` sample FIFO overruns (samples lost in the sensor) on `sensor`; with `n = 0` the
+    /// sensor's counter appears at 0.
     pub fn sensor_overruns(&self, sensor: &str, n: u64) {
         self.inner
             .families
@@ -325,15 +339,41 @@ mod tests {
     }
 
     #[test]
-    fn a_disconnect_counts_only_after_a_connect() {
+    fn broker_state_follows_the_forwarder_and_counters_never_go_back() {
         let m = Metrics::new();
-        m.broker_disconnected();
-        assert!(has(&m, "linegate_broker_disconnects_total 0"));
-        m.broker_connected();
-        m.broker_disconnected();
-        m.broker_disconnected();
-        assert!(has(&m, "linegate_broker_disconnects_total 1"));
         assert!(has(&m, "linegate_broker_connected 0"));
+        let up = BrokerState {
+            connected: true,
+            attempts: 3,
+            connects: 1,
+            publishes: 40,
+            acknowledged: 38,
+            in_flight: 2,
+            ..BrokerState::default()
+        };
+        m.set_broker(&up);
+        for line in [
+            "linegate_broker_connected 1",
+            "linegate_broker_connect_attempts_total 3",
+            "linegate_broker_publishes_total 40",
+            "linegate_broker_acknowledged_total 38",
+            "linegate_broker_in_flight_publishes 2",
+        ] {
+            assert!(has(&m, line), "{line}\n{}", text(&m));
+        }
+        m.set_broker(&BrokerState { disconnects: 1, ..BrokerState::default() });
+        assert!(has(&m, "linegate_broker_connected 0"));
+        assert!(has(&m, "linegate_broker_disconnects_total 1"));
+        assert!(has(&m, "linegate_broker_acknowledged_total 38"));
+        assert!(has(&m, "linegate_broker_in_flight_publishes 0"));
+    }
+
+    #[test]
+    fn fsyncs_follow_the_store_total() {
+        let m = Metrics::new();
+        m.set_fsyncs(7);
+        m.set_fsyncs(5);
+        assert!(has(&m, "linegate_fsyncs_total 7"));
     }
 
     #[test]

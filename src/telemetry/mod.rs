@@ -19,4 +19,4 @@ pub mod logging;
 pub mod metrics;
 pub mod watchdog;
 
-pub use metrics::{Metrics, OutboxKind};
+pub use metrics::{BrokerState, Metrics, OutboxKind};

@@ -1,7 +1,9 @@
-//! `promtool check metrics` (Prometheus' own parser and linter) on a text body.
+//! `promtool check metrics` (Prometheus' own parser and linter) on a text body, and reading a
+//! running daemon's `/metrics`.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
 /// promtool's verdict on `text`: (success, everything it printed).
@@ -22,4 +24,19 @@ pub fn check(text: &str) -> (bool, String) {
     let said =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), said)
+}
+
+/// `GET /metrics` on loopback `port`; `None` while nothing listens.
+pub fn scrape(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// The value of the sample line `name` (with its labels, exactly) in `text`.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }

@@ -56,6 +56,8 @@ use crate::trace::SamplesRecord;
 pub const RESYNC_MS: f64 = 100.0;
 /// Kernel evidence is read at most this often (monotonic ms).
 pub const KERNEL_EVERY_MS: i64 = 1_000;
+/// The reason of the gap an overrun leaves (one per exported sensor and overrun).
+pub const OVERRUN: &str = "overrun";
 /// The FIFO watermark given to the driver (not used for interrupts; the loop polls).
 const WATERMARK: u8 = 16;
 
@@ -229,7 +231,7 @@ where
                         machine: self.cfg.machine.clone(),
                         sensor: sensor.clone(),
                         range: GapRange::Samples { from_ms: next.floor() as i64, to_ms: t0 as i64 },
-                        reason: "overrun".to_owned(),
+                        reason: OVERRUN.to_owned(),
                         declared_at_ms: reading.real_ms,
                     }));
                 }
