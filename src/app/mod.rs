@@ -217,11 +217,21 @@ pub async fn run(
     if decided.is_ok() {
         retention::run_once(&store, &config, &telemetry).await;
     }
-    for s in services {
+    for s in &services {
         s.abort();
     }
+    // The aborted tasks' clones of the store go before the close below, within its bound.
+    let _ = tokio::time::timeout(shutdown::STORE_CLOSE, futures_join(services)).await;
+    shutdown::close_store(store, shutdown::STORE_CLOSE).await;
     // The decide stage's own error explains an ingest task's `StageGone`: report it first.
     decided.and(ingest_result).and(forwarded)
+}
+
+/// Waits for every task of `tasks` to end (aborted ones included).
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for t in tasks {
+        let _ = t.await;
+    }
 }
 
 /// On a store that holds anything, ledgers a `Restart`. Returns the journal position this start

@@ -3,7 +3,8 @@
 //! On SIGTERM or SIGINT, [`run_until_signal`] tells the pipeline to stop: ingest stops reading,
 //! what was read is committed, decided and checkpointed, and the forwarder gets at most
 //! [`FORWARD_DRAIN`] to drain (what it does not send stays queued in the store). If all of that
-//! has not finished [`SHUTDOWN_TIMEOUT`] after the signal, `run` gives up with
+//! has not finished [`SHUTDOWN_TIMEOUT`] after the signal (closing the store included, itself
+//! bounded by [`STORE_CLOSE`]), `run` gives up with
 //! [`AppError::ShutdownTimeout`]: nothing is lost (journal and outbox are durable), the next start
 //! resumes, and systemd's own `TimeoutStopSec` is never reached.
 //!
@@ -44,6 +45,28 @@ pub async fn run_until_signal(config: Config, opts: RunOptions) -> Result<(), Ap
     tokio::select! {
         r = run(config, opts, shutdown) => r,
         () = give_up => Err(AppError::ShutdownTimeout { after: SHUTDOWN_TIMEOUT }),
+    }
+}
+
+/// What dropping the store at the end of `run` may take before `run` returns without it.
+pub const STORE_CLOSE: Duration = Duration::from_secs(3);
+
+/// Drops `store` on a blocking thread and waits at most `limit` for it.
+///
+/// Everything is durable before this (every commit ends in an fsync), but sled 0.34 flushes
+/// again when its last handle drops, and that flush has been seen to hang for good (its issues
+/// #1412 and #1308; here once in seven benchmark runs, the main thread stuck in
+/// `Tree::drop` → `iobuf::flush`). Dropped on the runtime's thread, that would hold SIGTERM's
+/// bounded shutdown up forever; here the runtime abandons the thread (`main` shuts the runtime
+/// down with a short timeout) and the process exits.
+pub(super) async fn close_store(store: super::SharedStore, limit: Duration) {
+    let closing = tokio::task::spawn_blocking(move || {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("app::close_store");
+        drop(store);
+    });
+    if tokio::time::timeout(limit, closing).await.is_err() {
+        tracing::warn!(?limit, "the store did not close in time; exiting without waiting for it");
     }
 }
 
