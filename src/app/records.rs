@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The format version: a leading byte, then CBOR. Byte fields are CBOR byte strings; values written
+/// before that held them as arrays of integers, which still decode (both are version 1).
 const VERSION: u8 = 1;
 
 /// What the checkpoint holds besides its journal position: the decider's snapshot and, per
@@ -12,6 +14,7 @@ const VERSION: u8 = 1;
 /// the journal no longer holds that source's records).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointPayload {
+    #[serde(with = "serde_bytes")]
     pub decider: Vec<u8>,
     pub offsets: BTreeMap<u16, u64>,
 }
@@ -30,6 +33,7 @@ pub struct QuarantineEntry {
     /// An event derived from that record's raw samples (then `raw` is the event's JSON).
     pub derived: bool,
     /// The original bytes.
+    #[serde(with = "serde_bytes")]
     pub raw: Vec<u8>,
 }
 
@@ -101,5 +105,23 @@ mod tests {
         assert_eq!(QuarantineEntry::decode(&b).unwrap(), q);
         assert!(QuarantineEntry::decode(&b[..b.len() - 2]).is_err());
         assert!(QuarantineEntry::decode(&[9]).unwrap_err().why.contains("version 9"));
+    }
+
+    /// The checkpoint payload as written before its bytes became a CBOR byte string.
+    #[derive(Serialize)]
+    struct LegacyPayload {
+        decider: Vec<u8>,
+        offsets: BTreeMap<u16, u64>,
+    }
+
+    #[test]
+    fn bytes_are_byte_strings_and_older_payloads_still_decode() {
+        let decider: Vec<u8> = (0..=255).collect();
+        let p = CheckpointPayload { decider: decider.clone(), offsets: [(1, 9)].into() };
+        let new = p.encode();
+        assert!(new.windows(decider.len()).any(|w| w == decider.as_slice()));
+        let old = encode(&LegacyPayload { decider, offsets: [(1, 9)].into() });
+        assert!(old.len() > new.len() + 100, "{} vs {}", old.len(), new.len());
+        assert_eq!(CheckpointPayload::decode(&old).unwrap(), p);
     }
 }
