@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # MQTT drain and alert latency against a local mosquitto (issue 4), side by side in one run with
-# mosquitto_pub publishing the same number of messages at QoS 1. Prints one line per trial and
+# mosquitto_pub publishing the same number of messages at QoS 1: event-sized, and the backlog's
+# own mix (every second message as large as a frame). Prints one line per trial and
 # the medians; a second backlog, one hour of the same events without raw samples, gives the event
 # rate on its own. Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
 # Usage: benches/mqtt_drain.sh [MINUTES] [SENSORS] [TRIALS] [CACHE_MIB]
@@ -32,6 +33,7 @@ for _ in $(seq 100); do mosquitto_pub -h 127.0.0.1 -p "$port" -t up -m x 2>/dev/
 "$bin/mqtt_drain" fill-events "$dir/events" 60 "$sensors" # one hour of events
 messages=$((2 * minutes * 60 * sensors))
 "$bin/mqtt_drain" lines "$messages" "$dir/lines.txt"
+"$bin/mqtt_drain" lines "$messages" "$dir/mixed.txt" frames # the backlog's messages and bytes
 
 for t in $(seq "$trials"); do
     rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
@@ -41,11 +43,14 @@ for t in $(seq "$trials"); do
     start=$(date +%s.%N)
     mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t bench/x -l <"$dir/lines.txt"
     end=$(date +%s.%N)
+    mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t bench/x -l <"$dir/mixed.txt"
+    end_mixed=$(date +%s.%N)
     rm -rf "$dir/l" && latency_idle=$("$bin/alert_latency" "$dir/l" "$port" 200)
     rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
     latency_backlog=$("$bin/alert_latency" "$dir/s" "$port" 100)
     echo "{\"trial\":$t,\"drain\":$drain,\"events_only\":$events_only,\"max_rss_kb\":$(cat "$dir/rss"),\
 \"mosquitto_pub_msgs_per_s\":$(python3 -c "print($messages/($end-$start))"),\
+\"mosquitto_pub_with_frames_msgs_per_s\":$(python3 -c "print($messages/($end_mixed-$end))"),\
 \"alert_idle\":$latency_idle,\"alert_during_drain\":$latency_backlog}" | tee -a "$dir/trials"
 done
 python3 - "$dir/trials" <<'PY'
@@ -62,6 +67,8 @@ print(json.dumps({
     "sample_mb_per_s": med(lambda r: r["drain"]["sample_mb_per_s"]),
     "max_rss_mb": med(lambda r: r["max_rss_kb"]) / 1024,
     "mosquitto_pub_msgs_per_s": med(lambda r: r["mosquitto_pub_msgs_per_s"]),
+    "mosquitto_pub_with_frames_msgs_per_s":
+        med(lambda r: r["mosquitto_pub_with_frames_msgs_per_s"]),
     "alert_p99_ms_idle": med(lambda r: r["alert_idle"]["p99_ms"]),
     "alert_p99_ms_during_drain": med(lambda r: r["alert_during_drain"]["p99_ms"]),
     "alert_to_commit_p99_ms_idle": med(lambda r: r["alert_idle"]["to_commit_p99_ms"]),

@@ -7,7 +7,9 @@
 //! `mqtt_drain drain STORE PORT [CACHE_MIB [INFLIGHT]]` — runs the forwarder (unpaced; store
 //!   cache 64 MiB and window 64 unless given) until the outbox is empty; prints one JSON line with
 //!   counts, seconds and rates.
-//! `mqtt_drain lines N FILE` — N event JSON lines for `mosquitto_pub -l` (same size as ours).
+//! `mqtt_drain lines N FILE [frames]` — N event JSON lines for `mosquitto_pub -l` (same size as
+//!   ours); with `frames`, every second line instead carries as many bytes as one of our encoded
+//!   3200-sample frames (the same messages and bytes as the backlog of `fill`).
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
@@ -117,6 +119,13 @@ async fn drain(args: &[String]) {
         backoff_min: Duration::from_millis(100),
         backoff_max: Duration::from_secs(1),
     };
+    // The allocator as `linegate run` keeps it: the trim the daemon's sampler does each second.
+    let trim = tokio::spawn(async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            linegate::app::memory::release_free_memory();
+        }
+    });
     let clock = Arc::new(SystemClock::new());
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let stats = Arc::new(ForwardStats::default());
@@ -136,6 +145,7 @@ async fn drain(args: &[String]) {
     let secs = (clock.monotonic_ms() - start) as f64 / 1000.0;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
+    trim.abort();
     let publishes = stats.publishes.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "{}",
@@ -155,20 +165,31 @@ fn main() {
         Some("fill-events") => {
             fill(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap(), false)
         }
-        Some("drain") => tokio::runtime::Builder::new_multi_thread()
+        Some("drain") => {
+            // As `linegate run` does before its runtime starts.
+            linegate::app::memory::limit_arenas();
+            tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap()
-            .block_on(drain(&args)),
+            .block_on(drain(&args))
+        }
         Some("lines") => {
             let n: usize = args[2].parse().unwrap();
-            let text: String = (0..n).map(|i| event_json(i % 8, i as u64 / 8 + 1) + "\n").collect();
+            let frames = args.get(4).is_some_and(|a| a == "frames");
+            // A frame of one axis ("z") as `linegate::samples_codec` encodes it, as text.
+            let frame = "f".repeat(linegate::samples_codec::encoded_len(1, RATE));
+            let line = |i: usize| match frames && i % 2 == 1 {
+                true => frame.clone(),
+                false => event_json(i % 8, i as u64 / 8 + 1),
+            };
+            let text: String = (0..n).map(|i| line(i) + "\n").collect();
             std::fs::write(&args[3], text).unwrap();
         }
         _ => eprintln!(
             "usage: mqtt_drain fill|fill-events STORE MINUTES SENSORS | drain STORE PORT [CACHE_MIB [INFLIGHT]] \
-             | lines N FILE"
+             | lines N FILE [frames]"
         ),
     }
 }
