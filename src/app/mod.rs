@@ -221,14 +221,14 @@ pub async fn run(
         s.abort();
     }
     // The aborted tasks' clones of the store go before the close below, within its bound.
-    let _ = tokio::time::timeout(shutdown::STORE_CLOSE, futures_join(services)).await;
+    let _ = tokio::time::timeout(shutdown::STORE_CLOSE, join_all(services)).await;
     shutdown::close_store(store, shutdown::STORE_CLOSE).await;
     // The decide stage's own error explains an ingest task's `StageGone`: report it first.
     decided.and(ingest_result).and(forwarded)
 }
 
 /// Waits for every task of `tasks` to end (aborted ones included).
-async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+async fn join_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
     for t in tasks {
         let _ = t.await;
     }
