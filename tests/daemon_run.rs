@@ -262,14 +262,13 @@ fn metrics_are_served_while_running_and_pass_promtool() {
     assert!(scrape(setup.port).is_none(), "the endpoint outlived the daemon");
 }
 
-#[test]
-fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    // 621 s of trace at 40× real time: about 15 s, so SIGTERM lands in the middle.
+/// The CWRU trace paced at 40× real time (621 s of trace: about 15 s), with `env`; SIGTERM once
+/// some records are decided, so it lands in the middle. Asserts exit 0 within the 10 s bound.
+fn sigterm_mid_trace(dir: &Path, env: &[(&str, &str)]) -> (Setup, PathBuf, Daemon) {
     let mut setup = Setup::new(cwru_trace());
     setup.speed = 40.0;
-    let paced = setup.write(dir.path(), "paced.toml");
-    let mut d = Daemon::start(&paced, &[], &[]);
+    let config = setup.write(dir, "paced.toml");
+    let mut d = Daemon::start(&config, &[], env);
     scrape_until(&d, setup.port, "some records decided", |b| {
         sample(b, "linegate_records_total").is_some_and(|n| n >= 10.0)
     });
@@ -277,6 +276,13 @@ fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
     let (status, took) = d.wait(POLLS);
     assert!(status.success(), "{status:?}\n{}", d.log());
     assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+    (setup, config, d)
+}
+
+#[test]
+fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut setup, paced, _) = sigterm_mid_trace(dir.path(), &[]);
     let before = accepted_ids(&ledger(&paced));
     assert!(!before.is_empty());
 
@@ -303,20 +309,10 @@ fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
 #[test]
 fn a_store_close_that_hangs_does_not_hold_the_exit_up() {
     let dir = tempfile::tempdir().unwrap();
-    let mut setup = Setup::new(cwru_trace());
-    setup.speed = 40.0;
-    let config = setup.write(dir.path(), "paced.toml");
     // sled 0.34's flush when the store drops has been seen to hang for good: here it takes a
     // minute, far past the shutdown bound.
     let hang = [("FAILPOINTS", "app::close_store=sleep(60000)")];
-    let mut d = Daemon::start(&config, &[], &hang);
-    scrape_until(&d, setup.port, "some records decided", |b| {
-        sample(b, "linegate_records_total").is_some_and(|n| n >= 10.0)
-    });
-    d.sigterm();
-    let (status, took) = d.wait(POLLS);
-    assert!(status.success(), "{status:?}\n{}", d.log());
-    assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+    let (_, config, d) = sigterm_mid_trace(dir.path(), &hang);
     assert!(d.log().contains("the store did not close in time"), "{}", d.log());
     // Everything was durable before the close: the store reopens and reconciles.
     let (ok, report) = cli(&["reconcile"], &config);
