@@ -1,10 +1,11 @@
 //! Alert latency benchmark (issue 4): from the ingest of the third high event to the alert's
 //! PUBLISH leaving the forwarder's socket.
 //!
-//! `alert_latency STORE PORT ALERTS [INFLIGHT [REPLAY_RATE]]` — STORE is a fresh directory or a
+//! `alert_latency STORE PORT ALERTS [INFLIGHT [REPLAY_RATE [INFLIGHT_KIB]]]` — STORE is a fresh directory or a
 //! store filled by `mqtt_drain fill` (then the forwarder drains that backlog meanwhile and the
 //! alerts must overtake it; `REPLAY_RATE` is `[mqtt] replay_rate`, default here 0 = unpaced, the
-//! worst case; the daemon's default is 2000 records/s). `INFLIGHT` defaults to 64. PORT is a local broker. Prints one JSON line with the latency percentiles.
+//! worst case; the daemon's default is 2000 records/s). `INFLIGHT` defaults to 64 and
+//! `INFLIGHT_KIB` (`[mqtt] inflight_bytes`) to the daemon's default. PORT is a local broker. Prints one JSON line with the latency percentiles.
 //!
 //! Between the forwarder and the broker sits a TCP proxy of this process. For each alert, a
 //! machine of its own (`lat{i}`, one sensor) gets three events above the rule's threshold,
@@ -31,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
 use linegate::clock::SystemClock;
-use linegate::config::{Config, WatermarkBound};
+use linegate::config::{Config, MqttForwardConfig, WatermarkBound};
 use linegate::event::{Clock, ClockState, Event, Metric, Quality, Unit};
 use linegate::forward::{run, ForwarderConfig, OutboxSource, SessionConfig};
 use linegate::outbox::OutboxRecord;
@@ -111,7 +112,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-async fn bench(path: &str, broker: u16, alerts: usize, (inflight, replay_rate): (usize, u32)) {
+async fn bench(
+    path: &str,
+    broker: u16,
+    alerts: usize,
+    (inflight, replay_rate, inflight_bytes): (usize, u32, usize),
+) {
     let store = Arc::new(Mutex::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
     let backlog = store.lock().unwrap().outbox_depth().unwrap().0;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -132,6 +138,7 @@ async fn bench(path: &str, broker: u16, alerts: usize, (inflight, replay_rate): 
         session: SessionConfig {
             topic_root: "linegate/bench".into(),
             inflight,
+            inflight_bytes,
             max_packet: 256 * 1024,
             replay_rate,
             batch_events: 1000,
@@ -222,12 +229,15 @@ async fn bench(path: &str, broker: u16, alerts: usize, (inflight, replay_rate): 
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if !(4..=6).contains(&args.len()) {
-        eprintln!("usage: alert_latency STORE PORT ALERTS [INFLIGHT [REPLAY_RATE]]");
+    if !(4..=7).contains(&args.len()) {
+        eprintln!("usage: alert_latency STORE PORT ALERTS [INFLIGHT [REPLAY_RATE [INFLIGHT_KIB]]]");
         return;
     }
     let inflight = args.get(4).map_or(64, |a| a.parse().unwrap());
     let replay_rate = args.get(5).map_or(0, |a| a.parse().unwrap());
+    let inflight_bytes = args
+        .get(6)
+        .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -237,6 +247,6 @@ fn main() {
             &args[1],
             args[2].parse().unwrap(),
             args[3].parse().unwrap(),
-            (inflight, replay_rate),
+            (inflight, replay_rate, inflight_bytes),
         ));
 }

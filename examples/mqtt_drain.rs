@@ -4,8 +4,8 @@
 //! `mqtt_drain fill STORE MINUTES SENSORS` — per sensor and second one event and one 1 s frame of
 //!   3200 raw samples (journal `samples` line + outbox `Samples` record), as the pipeline would.
 //! `mqtt_drain fill-events STORE MINUTES SENSORS` — the same events without the raw samples.
-//! `mqtt_drain drain STORE PORT [CACHE_MIB [INFLIGHT]]` — runs the forwarder (unpaced; store
-//!   cache 64 MiB and window 64 unless given) until the outbox is empty; prints one JSON line with
+//! `mqtt_drain drain STORE PORT [CACHE_MIB [INFLIGHT [INFLIGHT_KIB]]]` — runs the forwarder
+//!   (unpaced; store cache 64 MiB, window 64 and the daemon's byte window unless given) until the outbox is empty; prints one JSON line with
 //!   counts, seconds and rates.
 //! `mqtt_drain lines N FILE [frames]` — N event JSON lines for `mosquitto_pub -l` (same size as
 //!   ours); with `frames`, every second line instead carries as many bytes as one of our encoded
@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
+use linegate::config::MqttForwardConfig;
 use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
 use linegate::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
@@ -79,12 +80,16 @@ fn fill(path: &str, minutes: u64, sensors: usize, frames: bool) {
     }
 }
 
-/// `drain STORE PORT [CACHE_MIB [INFLIGHT]]`: the store's page cache (`[store] cache`, default
-/// 64 MiB) and the in-flight window (`[mqtt] inflight`, default 64).
+/// `drain STORE PORT [CACHE_MIB [INFLIGHT [INFLIGHT_KIB]]]`: the store's page cache (`[store]
+/// cache`, default 64 MiB) and the in-flight window (`[mqtt] inflight`, default 64, and
+/// `inflight_bytes`, default the daemon's).
 async fn drain(args: &[String]) {
     let (path, port) = (&args[2], args[3].parse().unwrap());
     let cache_mib: u64 = args.get(4).map_or(64, |a| a.parse().unwrap());
     let inflight: usize = args.get(5).map_or(64, |a| a.parse().unwrap());
+    let inflight_bytes = args
+        .get(6)
+        .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
     let opts = StoreOptions { cache_bytes: cache_mib << 20, ..StoreOptions::default() };
     let store = Arc::new(Mutex::new(Store::open(path.as_ref(), opts).unwrap()));
     let (mut events, mut frames, mut sample_bytes) = (0u64, 0u64, 0u64);
@@ -108,6 +113,7 @@ async fn drain(args: &[String]) {
         session: SessionConfig {
             topic_root: "linegate/bench".into(),
             inflight,
+            inflight_bytes,
             max_packet: 256 * 1024,
             replay_rate: 0,
             batch_events: 1000,
@@ -188,7 +194,7 @@ fn main() {
             std::fs::write(&args[3], text).unwrap();
         }
         _ => eprintln!(
-            "usage: mqtt_drain fill|fill-events STORE MINUTES SENSORS | drain STORE PORT [CACHE_MIB [INFLIGHT]] \
+            "usage: mqtt_drain fill|fill-events STORE MINUTES SENSORS | drain STORE PORT [CACHE_MIB [INFLIGHT [INFLIGHT_KIB]]] \
              | lines N FILE [frames]"
         ),
     }

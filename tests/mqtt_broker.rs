@@ -33,6 +33,7 @@ fn config(port: u16) -> ForwarderConfig {
         session: SessionConfig {
             topic_root: ROOT.into(),
             inflight: 16,
+            inflight_bytes: 128 * 1024,
             max_packet: 256 * 1024,
             replay_rate: 0,
             batch_events: 50,

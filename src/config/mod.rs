@@ -575,6 +575,7 @@ impl Ctx<'_> {
             tls: raw.tls,
             max_packet: raw.max_packet,
             inflight: raw.inflight,
+            inflight_bytes: raw.inflight_bytes,
             replay_rate: raw.replay_rate,
         })?;
         Ok(MqttConfig { host, port, prefix, forward })

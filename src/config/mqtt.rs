@@ -26,6 +26,7 @@ pub(super) struct RawMqttForward {
     pub(super) tls: Option<RawMqttTls>,
     pub(super) max_packet: Option<i64>,
     pub(super) inflight: Option<i64>,
+    pub(super) inflight_bytes: Option<i64>,
     pub(super) replay_rate: Option<i64>,
 }
 
@@ -54,6 +55,9 @@ pub struct MqttForwardConfig {
     pub max_packet: usize,
     /// PUBLISHes awaiting PUBACK, at most; default 64; 1 ..= 65535.
     pub inflight: u16,
+    /// Payload bytes awaiting PUBACK above which only alerts are published (so an alert does
+    /// not queue behind a window of raw frames); default 128 KiB; 4 KiB ..= 256 MiB.
+    pub inflight_bytes: usize,
     /// Backlog records per second after an outage or restart; 0 = unpaced; default 2000.
     pub replay_rate: u32,
 }
@@ -68,6 +72,7 @@ impl Default for MqttForwardConfig {
             tls: None,
             max_packet: 256 * 1024,
             inflight: 64,
+            inflight_bytes: 128 * 1024,
             replay_rate: 2000,
         }
     }
@@ -139,6 +144,9 @@ impl Ctx<'_> {
         let max_packet =
             int("max_packet", raw.max_packet, 4096, 256 << 20, d.max_packet as i64)? as usize;
         let inflight = int("inflight", raw.inflight, 1, 65_535, i64::from(d.inflight))? as u16;
+        let inflight_bytes =
+            int("inflight_bytes", raw.inflight_bytes, 4096, 256 << 20, d.inflight_bytes as i64)?
+                as usize;
         let replay_rate =
             int("replay_rate", raw.replay_rate, 0, 1_000_000, i64::from(d.replay_rate))? as u32;
         Ok(MqttForwardConfig {
@@ -149,6 +157,7 @@ impl Ctx<'_> {
             tls,
             max_packet,
             inflight,
+            inflight_bytes,
             replay_rate,
         })
     }
@@ -171,7 +180,7 @@ mod tests {
         assert_eq!(c.keep_alive_ms, 30_000);
         let c = load(
             "client_id = \"gw-1\"\nkeep_alive = \"10s\"\nusername = \"u\"\npassword_file = \"pw\"\n\
-             max_packet = 65536\ninflight = 8\nreplay_rate = 0\n\
+             max_packet = 65536\ninflight = 8\ninflight_bytes = 8192\nreplay_rate = 0\n\
              [mqtt.tls]\nca_file = \"ca.pem\"\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n",
         )
         .unwrap()
@@ -179,8 +188,8 @@ mod tests {
         .forward;
         assert_eq!(c.client_id.as_deref(), Some("gw-1"));
         assert_eq!(
-            (c.keep_alive_ms, c.max_packet, c.inflight, c.replay_rate),
-            (10_000, 65_536, 8, 0)
+            (c.keep_alive_ms, c.max_packet, c.inflight, c.inflight_bytes, c.replay_rate),
+            (10_000, 65_536, 8, 8192, 0)
         );
         assert!(c.tls.unwrap().client_cert.is_some());
     }
@@ -190,6 +199,7 @@ mod tests {
         for (text, key) in [
             ("max_packet = 10", "mqtt.max_packet"),
             ("inflight = 0", "mqtt.inflight"),
+            ("inflight_bytes = 100", "mqtt.inflight_bytes"),
             ("keep_alive = \"1s\"", "mqtt.keep_alive"),
             ("password_file = \"p\"", "mqtt.password_file"),
             ("client_id = \"a b\"", "mqtt.client_id"),

@@ -84,6 +84,7 @@ pub(super) struct RawMqtt {
     pub(super) tls: Option<super::mqtt::RawMqttTls>,
     pub(super) max_packet: Option<i64>,
     pub(super) inflight: Option<i64>,
+    pub(super) inflight_bytes: Option<i64>,
     pub(super) replay_rate: Option<i64>,
 }
 

@@ -356,6 +356,7 @@ mod tests {
             session: SessionConfig {
                 topic_root: "p/g".into(),
                 inflight: 4,
+                inflight_bytes: 1 << 20,
                 max_packet: 4096,
                 replay_rate: 0,
                 batch_events: 10,

@@ -71,6 +71,7 @@ impl ForwarderConfig {
             session: SessionConfig {
                 topic_root: format!("{}/{}", m.prefix, config.gateway.id),
                 inflight: usize::from(f.inflight),
+                inflight_bytes: f.inflight_bytes,
                 max_packet: f.max_packet,
                 replay_rate: f.replay_rate,
                 batch_events: 1000,

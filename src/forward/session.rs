@@ -15,7 +15,10 @@
 //!   they go at most `replay_rate` records per second. Younger records are *live* and go at once.
 //! - Alerts first (live or backlog, unpaced); then live records; then backlog. Within each of the
 //!   two streams, records go in outbox order, hence per sensor in `seq` order.
-//! - At most `inflight` PUBLISHes await a PUBACK.
+//! - At most `inflight` PUBLISHes await a PUBACK, and records other than alerts are handed over
+//!   only while the payloads awaiting a PUBACK total less than `inflight_bytes`: what is queued
+//!   ahead of an alert in the client and the socket stays small (a window of 64 raw frames is
+//!   0.8 MB, ~10 ms at loopback speed), so an alert does not wait behind a backlog drain.
 //! - Records whose PUBLISH was written are reported by [`Session::take_published`], so the ledger
 //!   says `Published` before (or in the same commit as) `Acknowledged`.
 //! - Acknowledgements are committed in batches: [`Session::commit_due`] says when, after
@@ -36,6 +39,8 @@ pub struct SessionConfig {
     pub topic_root: String,
     /// PUBLISHes awaiting PUBACK, at most.
     pub inflight: usize,
+    /// Payload bytes awaiting PUBACK above which only alerts are handed over.
+    pub inflight_bytes: usize,
     /// The broker's maximum packet size, in bytes, that every PUBLISH must fit.
     pub max_packet: usize,
     /// Backlog records per second; 0 means unpaced.
@@ -68,6 +73,8 @@ struct Flight {
     seqs: Vec<u64>,
     /// A record split over several PUBLISHes (raw samples), complete when all are acknowledged.
     part_of: Option<u64>,
+    /// Payload bytes.
+    bytes: usize,
 }
 
 /// The session core. See the module documentation.
@@ -84,6 +91,8 @@ pub struct Session {
     backlog: VecDeque<(u64, OutboxRecord)>,
     live: VecDeque<(u64, OutboxRecord)>,
     flights: VecDeque<Flight>,
+    /// Payload bytes of `flights`.
+    flight_bytes: usize,
     /// Outstanding PUBLISHes of each split record.
     parts: HashMap<u64, usize>,
     acked: Vec<u64>,
@@ -116,6 +125,7 @@ impl Session {
             backlog: VecDeque::new(),
             live: VecDeque::new(),
             flights: VecDeque::new(),
+            flight_bytes: 0,
             parts: HashMap::new(),
             acked: Vec::new(),
             acked_since_ms: None,
@@ -153,6 +163,7 @@ impl Session {
         self.backlog.clear();
         self.live.clear();
         self.flights.clear();
+        self.flight_bytes = 0;
         self.parts.clear();
     }
 
@@ -174,6 +185,7 @@ impl Session {
             return false;
         };
         let Some(f) = self.flights.remove(i) else { return false };
+        self.flight_bytes -= f.bytes;
         self.progress_ms = now_ms;
         let mut done = f.seqs;
         if let Some(seq) = f.part_of {
@@ -255,7 +267,7 @@ impl Session {
     /// Milliseconds until backlog may go again, when backlog waits only for its pace.
     pub fn pace_in_ms(&self) -> Option<i64> {
         let paced = self.cfg.replay_rate > 0 && self.tokens < 1.0;
-        let waiting = self.connected && !self.backlog.is_empty() && self.has_room();
+        let waiting = self.connected && !self.backlog.is_empty() && self.has_byte_room();
         (paced && waiting)
             .then(|| ((1.0 - self.tokens) * 1000.0 / f64::from(self.cfg.replay_rate)).ceil() as i64)
             .map(|ms| ms.max(1))
@@ -263,6 +275,16 @@ impl Session {
 
     fn has_room(&self) -> bool {
         self.flights.len() < self.cfg.inflight
+    }
+
+    /// Room for records other than alerts.
+    fn has_byte_room(&self) -> bool {
+        self.has_room() && self.flight_bytes < self.cfg.inflight_bytes
+    }
+
+    /// Payload bytes awaiting a PUBACK.
+    pub fn in_flight_bytes(&self) -> usize {
+        self.flight_bytes
     }
 
     fn refill(&mut self, now_ms: i64) {
@@ -329,8 +351,11 @@ impl Session {
         while self.has_room() {
             self.fill(src)?;
             let paced = self.cfg.replay_rate > 0;
+            let bytes_room = self.has_byte_room();
             let (queue, replayed, budget) = if !self.alerts.is_empty() {
                 (&mut self.alerts, false, usize::MAX)
+            } else if !bytes_room {
+                break;
             } else if !self.live.is_empty() {
                 (&mut self.live, false, usize::MAX)
             } else if !self.backlog.is_empty() && (!paced || self.tokens >= 1.0) {
@@ -382,7 +407,8 @@ impl Session {
         seqs: Vec<u64>,
         part_of: Option<u64>,
     ) -> Publish {
-        self.flights.push_back(Flight { pkid: None, seqs, part_of });
+        self.flights.push_back(Flight { pkid: None, seqs, part_of, bytes: payload.len() });
+        self.flight_bytes += payload.len();
         Publish { topic, payload, retain }
     }
 }

@@ -11,6 +11,7 @@ pub(super) fn cfg() -> SessionConfig {
     SessionConfig {
         topic_root: "lg/gw".into(),
         inflight: 4,
+        inflight_bytes: 1 << 20,
         max_packet: 4096,
         replay_rate: 0,
         batch_events: 3,
@@ -186,6 +187,46 @@ fn in_flight_window_is_bounded() {
     let seqs: Vec<i64> =
         all.iter().flat_map(events_in).map(|e| e["seq"].as_i64().unwrap()).collect();
     assert_eq!(seqs, (5..=20).collect::<Vec<_>>(), "the rest, in order");
+}
+
+#[test]
+fn payload_bytes_in_flight_hold_records_back_but_not_alerts() {
+    let src = MemorySource::new();
+    let mut c = cfg();
+    c.batch_events = 1;
+    c.inflight = 16;
+    let one = event_batch_len(&event("s1", 1));
+    // Two events' payloads fit below the byte window, the third reaches it.
+    c.inflight_bytes = 2 * one + ONLINE.len() + 1;
+    let mut f = Fake::connect(c, &src);
+    for i in 1..=6 {
+        src.push(event("s1", i)).unwrap();
+    }
+    let got = f.pump(1, &src);
+    assert_eq!(got.len(), 4, "status + 3 events: the third crosses the byte window");
+    assert!(f.s.in_flight_bytes() >= f.s.config().inflight_bytes);
+    assert!(f.pump(2, &src).is_empty(), "byte window full, count window not");
+    src.push(alert(1)).unwrap();
+    let alerts = f.pump(3, &src);
+    assert_eq!(alerts.len(), 1, "an alert goes past a full byte window");
+    assert_eq!(alerts[0].1.topic, "lg/gw/alerts/m");
+    f.ack_all(&[got[0].0, got[1].0, alerts[0].0], 4, &src);
+    let more = f.pump(5, &src);
+    assert_eq!(more.len(), 1, "PUBACKs free bytes: one more event goes");
+    assert_eq!(events_in(&more[0].1)[0]["seq"], 4);
+    let all = f.drain(&src);
+    let seqs: Vec<i64> =
+        all.iter().flat_map(events_in).map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, vec![5, 6], "the rest, in order");
+    assert_eq!(f.s.in_flight_bytes(), 0);
+}
+
+/// Bytes of the payload of a batch holding only this event.
+fn event_batch_len(r: &OutboxRecord) -> usize {
+    match r {
+        OutboxRecord::Event { json, .. } => br#"{"events":[]}"#.len() + json.len(),
+        _ => unreachable!("an event"),
+    }
 }
 
 #[test]
