@@ -37,6 +37,9 @@ pub trait OutboxSource: Send + Sync {
     fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError>;
 }
 
+/// Removals applied under one hold of the store's lock (about 3 ms of sled work).
+const ACK_CHUNK: usize = 512;
+
 /// `Published` then `Acknowledged`, each only when it names a record.
 fn ack_ledger(published: &[u64], acked: &[u64], at_ms: i64) -> Vec<LedgerRecord> {
     let p =
@@ -85,8 +88,21 @@ impl OutboxSource for Mutex<Store> {
     }
 
     fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError> {
-        let mut store = self.lock().map_err(|_| SourceError::LockPoisoned)?;
-        Ok(store.outbox_ack_many(acked, &ack_ledger(published, acked, at_ms))?)
+        // sled takes ~6 µs per removal: 4096 of them held the store's lock for ~25 ms, and an
+        // alert's checkpoint waited that long. Each chunk is one batch with its own ledger
+        // record (so the ledger still describes every batch exactly); one commit makes all
+        // durable. A crash between leaves an applied prefix or nothing: sent again, at least once.
+        let lock = || self.lock().map_err(|_| SourceError::LockPoisoned);
+        let mut published = published;
+        for chunk in acked.chunks(ACK_CHUNK) {
+            let ledger = ack_ledger(published, chunk, at_ms);
+            lock()?.outbox_ack_uncommitted(chunk, &ledger)?;
+            published = &[];
+        }
+        if !published.is_empty() {
+            lock()?.outbox_ack_uncommitted(&[], &ack_ledger(published, &[], at_ms))?;
+        }
+        Ok(lock()?.commit()?)
     }
 }
 
@@ -162,5 +178,48 @@ impl OutboxSource for MemorySource {
             }
             m.ledger.extend(ack_ledger(published, acked, at_ms));
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    #[test]
+    fn a_long_ack_is_applied_in_chunks_ledgered_exactly_and_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+        let n = 2 * ACK_CHUNK as u64 + 7;
+        let recs: Vec<Vec<u8>> = (0..n + 1).map(|i| i.to_be_bytes().to_vec()).collect();
+        s.checkpoint(1, b"d", &recs).unwrap();
+        let ledger_from = s.next_ledger_seq();
+        let src = Mutex::new(s);
+        let acked: Vec<u64> = (1..=n).collect();
+        src.ack(&[1, 2, 3], &acked, 42).unwrap();
+        drop(src);
+        // Reopened: everything the ack named is gone for good, the one record left is not.
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(
+            s.outbox_after(0, 10).unwrap().into_iter().map(|r| r.0).collect::<Vec<_>>(),
+            [n + 1]
+        );
+        let entries: Vec<LedgerEntry> =
+            s.ledger_from(ledger_from).map(|r| r.unwrap().1.entry).collect();
+        assert_eq!(entries[0], LedgerEntry::Published { outbox_seqs: vec![1, 2, 3] });
+        let mut ledgered = Vec::new();
+        for e in &entries[1..] {
+            match e {
+                LedgerEntry::Acknowledged { outbox_seqs } => {
+                    assert!(outbox_seqs.len() <= ACK_CHUNK);
+                    ledgered.extend_from_slice(outbox_seqs);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(entries.len(), 1 + 3, "three chunks");
+        assert_eq!(ledgered, acked, "every acknowledged record ledgered once, in order");
     }
 }

@@ -50,12 +50,21 @@ impl Store {
     /// `Acknowledged`) in one batch, then commits: one fsync for many acknowledgements. Sequences
     /// not in the outbox (acknowledged already) are ignored.
     pub fn outbox_ack_many(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
+        self.outbox_ack_uncommitted(seqs, ledger)?;
+        self.commit()
+    }
+
+    /// [`Store::outbox_ack_many`] without the commit: the removals and `ledger` are applied in
+    /// one batch, durable at the next [`Store::commit`] (or lost together in a crash before it,
+    /// and then simply sent again). Lets a caller apply a long list in chunks, releasing its lock
+    /// between them, and commit once.
+    pub fn outbox_ack_uncommitted(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
         self.usable()?;
-        let r = self.outbox_ack_many_inner(seqs, ledger);
+        let r = self.outbox_ack_apply(seqs, ledger);
         self.poison_on_error(r)
     }
 
-    fn outbox_ack_many_inner(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
+    fn outbox_ack_apply(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
         failpoint!("store::outbox::before_ack");
         let mut batch = sled::Batch::default();
         for &seq in seqs {
@@ -64,7 +73,7 @@ impl Store {
         let next = self.batch_ledger(&mut batch, ledger);
         self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
         self.next_ledger = next;
-        self.commit()
+        Ok(())
     }
 
     /// The sequence the next ledger record gets.
