@@ -3,7 +3,9 @@
 # mosquitto_pub publishing the same number of messages at QoS 1: event-sized, and the backlog's
 # own mix (every second message as large as a frame). Prints one line per trial and
 # the medians; a second backlog, one hour of the same events without raw samples, gives the event
-# rate on its own. Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
+# rate on its own. Each drain and the alert latency during a drain also run, in the same trial,
+# with the byte window (`[mqtt] inflight_bytes`) opened to 1 GiB, beside the default.
+# Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
 # Usage: benches/mqtt_drain.sh [MINUTES] [SENSORS] [TRIALS] [CACHE_MIB]
 #   MINUTES of backlog of SENSORS sensors (per sensor and second one event and one 3200-sample
 #   frame); CACHE_MIB is the store's page cache (`[store] cache`) while draining.
@@ -35,11 +37,16 @@ messages=$((2 * minutes * 60 * sensors))
 "$bin/mqtt_drain" lines "$messages" "$dir/lines.txt"
 "$bin/mqtt_drain" lines "$messages" "$dir/mixed.txt" frames # the backlog's messages and bytes
 
+open=1048576 # KiB: no byte window in effect
 for t in $(seq "$trials"); do
     rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
     drain=$(/usr/bin/time -f '%M' -o "$dir/rss" "$bin/mqtt_drain" drain "$dir/s" "$port" "$cache")
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
+    drain_open=$("$bin/mqtt_drain" drain "$dir/s" "$port" "$cache" 64 "$open")
     rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s"
     events_only=$("$bin/mqtt_drain" drain "$dir/s" "$port" "$cache")
+    rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s"
+    events_only_open=$("$bin/mqtt_drain" drain "$dir/s" "$port" "$cache" 64 "$open")
     start=$(date +%s.%N)
     mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t bench/x -l <"$dir/lines.txt"
     end=$(date +%s.%N)
@@ -48,7 +55,11 @@ for t in $(seq "$trials"); do
     rm -rf "$dir/l" && latency_idle=$("$bin/alert_latency" "$dir/l" "$port" 200)
     rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
     latency_backlog=$("$bin/alert_latency" "$dir/s" "$port" 100)
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
+    latency_backlog_open=$("$bin/alert_latency" "$dir/s" "$port" 100 64 0 "$open")
     echo "{\"trial\":$t,\"drain\":$drain,\"events_only\":$events_only,\"max_rss_kb\":$(cat "$dir/rss"),\
+\"drain_open\":$drain_open,\"events_only_open\":$events_only_open,\
+\"alert_during_drain_open\":$latency_backlog_open,\
 \"mosquitto_pub_msgs_per_s\":$(python3 -c "print($messages/($end-$start))"),\
 \"mosquitto_pub_with_frames_msgs_per_s\":$(python3 -c "print($messages/($end_mixed-$end))"),\
 \"alert_idle\":$latency_idle,\"alert_during_drain\":$latency_backlog}" | tee -a "$dir/trials"
@@ -77,5 +88,15 @@ print(json.dumps({
         med(lambda r: r["alert_during_drain"]["to_commit_p99_ms"]),
     "alert_forwarder_p99_ms_during_drain":
         med(lambda r: r["alert_during_drain"]["forwarder_p99_ms"]),
+    "open_window": {
+        "events_per_s": med(lambda r: r["drain_open"]["events_per_s"]),
+        "sample_mb_per_s": med(lambda r: r["drain_open"]["sample_mb_per_s"]),
+        "events_only_events_per_s": med(lambda r: r["events_only_open"]["events_per_s"]),
+        "alert_p99_ms_during_drain": med(lambda r: r["alert_during_drain_open"]["p99_ms"]),
+        "alert_to_commit_p99_ms_during_drain":
+            med(lambda r: r["alert_during_drain_open"]["to_commit_p99_ms"]),
+        "alert_forwarder_p99_ms_during_drain":
+            med(lambda r: r["alert_during_drain_open"]["forwarder_p99_ms"]),
+    },
 }))
 PY
