@@ -68,35 +68,29 @@ python3 - "$dir/trials" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 med = lambda f: statistics.median(f(r) for r in rows)
+def window(drain, events_only, during):
+    """Medians of one byte-window setting: its drains and its alert latency during a drain."""
+    return {
+        "events_per_s": med(lambda r: r[drain]["events_per_s"]),
+        "sample_mb_per_s": med(lambda r: r[drain]["sample_mb_per_s"]),
+        "events_only_events_per_s": med(lambda r: r[events_only]["events_per_s"]),
+        "alert_p99_ms_during_drain": med(lambda r: r[during]["p99_ms"]),
+        "alert_to_commit_p99_ms_during_drain": med(lambda r: r[during]["to_commit_p99_ms"]),
+        "alert_forwarder_p99_ms_during_drain": med(lambda r: r[during]["forwarder_p99_ms"]),
+    }
 print(json.dumps({
     "trials": len(rows),
-    "events_per_s": med(lambda r: r["drain"]["events_per_s"]),
-    "events_only_events_per_s": med(lambda r: r["events_only"]["events_per_s"]),
+    **window("drain", "events_only", "alert_during_drain"),
     "records_per_s": med(lambda r: r["drain"]["records_per_s"]),
     "publishes": med(lambda r: r["drain"]["publishes"]),
     "drain_seconds": med(lambda r: r["drain"]["seconds"]),
-    "sample_mb_per_s": med(lambda r: r["drain"]["sample_mb_per_s"]),
     "max_rss_mb": med(lambda r: r["max_rss_kb"]) / 1024,
     "mosquitto_pub_msgs_per_s": med(lambda r: r["mosquitto_pub_msgs_per_s"]),
     "mosquitto_pub_with_frames_msgs_per_s":
         med(lambda r: r["mosquitto_pub_with_frames_msgs_per_s"]),
     "alert_p99_ms_idle": med(lambda r: r["alert_idle"]["p99_ms"]),
-    "alert_p99_ms_during_drain": med(lambda r: r["alert_during_drain"]["p99_ms"]),
     "alert_to_commit_p99_ms_idle": med(lambda r: r["alert_idle"]["to_commit_p99_ms"]),
     "alert_forwarder_p99_ms_idle": med(lambda r: r["alert_idle"]["forwarder_p99_ms"]),
-    "alert_to_commit_p99_ms_during_drain":
-        med(lambda r: r["alert_during_drain"]["to_commit_p99_ms"]),
-    "alert_forwarder_p99_ms_during_drain":
-        med(lambda r: r["alert_during_drain"]["forwarder_p99_ms"]),
-    "open_window": {
-        "events_per_s": med(lambda r: r["drain_open"]["events_per_s"]),
-        "sample_mb_per_s": med(lambda r: r["drain_open"]["sample_mb_per_s"]),
-        "events_only_events_per_s": med(lambda r: r["events_only_open"]["events_per_s"]),
-        "alert_p99_ms_during_drain": med(lambda r: r["alert_during_drain_open"]["p99_ms"]),
-        "alert_to_commit_p99_ms_during_drain":
-            med(lambda r: r["alert_during_drain_open"]["to_commit_p99_ms"]),
-        "alert_forwarder_p99_ms_during_drain":
-            med(lambda r: r["alert_during_drain_open"]["forwarder_p99_ms"]),
-    },
+    "open_window": window("drain_open", "events_only_open", "alert_during_drain_open"),
 }))
 PY
