@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::{
-    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS,
-    TlsConfiguration, Transport,
+    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, NetworkOptions,
+    Outgoing, Packet, QoS, TlsConfiguration, Transport,
 };
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
@@ -147,7 +147,18 @@ fn build(cfg: &ForwarderConfig) -> (AsyncClient, EventLoop) {
     if let Some(tls) = &cfg.tls {
         o.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(tls.clone())));
     }
-    AsyncClient::new(o, s.inflight + 64)
+    let (client, mut eventloop) = AsyncClient::new(o, s.inflight + 64);
+    eventloop.set_network_options(network_options());
+    (client, eventloop)
+}
+
+/// TCP_NODELAY (rumqttc leaves Nagle's algorithm on): rumqttc already writes what it has queued
+/// in one go, and an alert written behind a drain's unacknowledged segments must not wait for
+/// their ACK before it leaves.
+fn network_options() -> NetworkOptions {
+    let mut n = NetworkOptions::new();
+    n.set_tcp_nodelay(true);
+    n
 }
 
 /// Polls the event loop and hands every event to the driver; stops after the first error.
