@@ -5,8 +5,10 @@
 //!   3200 raw samples (journal `samples` line + outbox `Samples` record), as the pipeline would.
 //! `mqtt_drain fill-events STORE MINUTES SENSORS` — the same events without the raw samples.
 //! `mqtt_drain drain STORE PORT [CACHE_MIB [INFLIGHT [INFLIGHT_KIB]]]` — runs the forwarder
-//!   (unpaced; store cache 64 MiB, window 64 and the daemon's byte window unless given) until the outbox is empty; prints one JSON line with
-//!   counts, seconds and rates.
+//!   (unpaced; store cache 64 MiB, window 64 and the daemon's byte window unless given, the
+//!   daemon's acknowledgement settings) until the outbox is empty, i.e. every record is
+//!   acknowledged and removed (looked at every 5 ms; made durable by the forwarder's sync at
+//!   shutdown, after the clock stops); prints one JSON line with counts, seconds and rates.
 //! `mqtt_drain lines N FILE [frames]` — N event JSON lines for `mosquitto_pub -l` (same size as
 //!   ours); with `frames`, every second line instead carries as many bytes as one of our encoded
 //!   3200-sample frames (the same messages and bytes as the backlog of `fill`).
@@ -119,8 +121,9 @@ async fn drain(args: &[String]) {
             batch_events: 1000,
             buffer: 2048,
             stall_ms: 60_000,
-            commit_acks: 4096,
-            commit_ms: 200,
+            commit_acks: linegate::forward::COMMIT_ACKS,
+            commit_ms: linegate::forward::COMMIT_MS,
+            sync_ms: linegate::forward::SYNC_MS,
         },
         backoff_min: Duration::from_millis(100),
         backoff_max: Duration::from_secs(1),
@@ -146,7 +149,7 @@ async fn drain(args: &[String]) {
         Some(stats.clone()),
     ));
     while !store.lock().unwrap().outbox_after(0, 1).unwrap().is_empty() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let secs = (clock.monotonic_ms() - start) as f64 / 1000.0;
     stop.send(true).unwrap();

@@ -41,6 +41,7 @@ fn config(port: u16) -> ForwarderConfig {
             stall_ms: 60_000,
             commit_acks: 64,
             commit_ms: 20,
+            sync_ms: 200,
         },
         backoff_min: Duration::from_millis(100),
         backoff_max: Duration::from_millis(1000),

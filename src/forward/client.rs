@@ -182,13 +182,22 @@ fn describe(e: &ConnectionError) -> String {
     }
 }
 
-/// Commits of acknowledgements, each on a blocking thread; at most one runs at a time, so the
+/// Store work for acknowledgements, each on a blocking thread; at most one runs at a time, so the
 /// ledger keeps its order.
-type Commits = JoinSet<Result<(), SourceError>>;
+type Commits = JoinSet<Result<Done, SourceError>>;
 
-/// Starts removing the acknowledged records from the outbox (one commit, one fsync) on a blocking
-/// thread, ledgering `Published` for the records written since the last commit in the same batch.
-/// The connection goes on meanwhile: PUBACKs are read and PUBLISHes made while the store syncs.
+/// What a finished store task did.
+#[derive(Debug)]
+enum Done {
+    /// Applied acknowledgements (not durable yet).
+    Applied,
+    /// Made the applied ones durable.
+    Synced,
+}
+
+/// Starts removing the acknowledged records from the outbox on a blocking thread, ledgering
+/// `Published` for the records written since the last time in the same batch. No fsync: the
+/// store's next commit makes it durable (see [`start_sync`]). The connection goes on meanwhile.
 fn start_commit(
     session: &mut Session,
     src: &Arc<dyn OutboxSource>,
@@ -201,21 +210,33 @@ fn start_commit(
         return;
     }
     let (src, at) = (src.clone(), clock.now_ms());
-    commits.spawn_blocking(move || src.ack(&published, &acks, at));
+    commits.spawn_blocking(move || src.ack(&published, &acks, at).map(|()| Done::Applied));
 }
 
-/// The outcome of a finished commit.
+/// Starts making applied acknowledgements durable (one commit, unless a checkpoint's commit has
+/// made them so already) on a blocking thread.
+fn start_sync(src: &Arc<dyn OutboxSource>, commits: &mut Commits) {
+    let src = src.clone();
+    commits.spawn_blocking(move || src.sync().map(|_| Done::Synced));
+}
+
+/// The outcome of a finished store task, told to the session.
 fn committed(
-    r: Option<Result<Result<(), SourceError>, tokio::task::JoinError>>,
+    r: Option<Result<Result<Done, SourceError>, tokio::task::JoinError>>,
+    session: &mut Session,
+    clock: &dyn Clock,
 ) -> Result<(), ForwardError> {
-    match r {
-        Some(r) => Ok(r.map_err(|e| ForwardError::Join(e.to_string()))??),
-        None => Ok(()),
+    if let Some(r) = r {
+        match r.map_err(|e| ForwardError::Join(e.to_string()))?? {
+            Done::Applied => session.applied(clock.monotonic_ms()),
+            Done::Synced => session.synced(),
+        }
     }
+    Ok(())
 }
 
-/// The connection ended: waits for the running commit, then commits everything acknowledged
-/// (and the `Published` records still unledgered) at once.
+/// The connection ended: waits for the running store task, then applies everything
+/// acknowledged (and ledgers the `Published` records still unledgered) and makes it durable.
 async fn flush_acks(
     session: &mut Session,
     src: &Arc<dyn OutboxSource>,
@@ -223,10 +244,12 @@ async fn flush_acks(
     commits: &mut Commits,
 ) -> Result<(), ForwardError> {
     while !commits.is_empty() {
-        committed(commits.join_next().await)?;
+        committed(commits.join_next().await, session, clock)?;
     }
     start_commit(session, src, clock, commits);
-    committed(commits.join_next().await)
+    committed(commits.join_next().await, session, clock)?;
+    start_sync(src, commits);
+    committed(commits.join_next().await, session, clock)
 }
 
 /// Counters a caller may watch (tests, benchmarks, metrics).
@@ -292,7 +315,7 @@ async fn drive(
                 None => return Ok(End::Lost("event loop ended".into())),
             },
             done = commits.join_next(), if !commits.is_empty() => {
-                committed(done)?;
+                committed(done, session, clock)?;
                 None
             }
             _ = outbox_grew.notified() => None,
@@ -344,9 +367,13 @@ async fn drive(
                 return Ok(End::Lost(format!("client request channel closed: {e}")));
             }
         }
-        // Acknowledged records (and those that needed no PUBLISH) leave in batches.
-        if commits.is_empty() && session.commit_due(clock.monotonic_ms()) {
+        // Acknowledged records (and those that needed no PUBLISH) leave in batches, made durable
+        // by the next checkpoint's commit or, failing that, by a sync of our own.
+        let now = clock.monotonic_ms();
+        if commits.is_empty() && session.commit_due(now) {
             start_commit(session, src, clock, commits);
+        } else if commits.is_empty() && session.sync_due(now) {
+            start_sync(src, commits);
         }
     }
 }
@@ -375,6 +402,7 @@ mod tests {
                 stall_ms: 1000,
                 commit_acks: 100,
                 commit_ms: 50,
+                sync_ms: 1000,
             },
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_millis(5000),

@@ -63,19 +63,52 @@ fn acks_commit_at_once_after_commit_acks_records() {
 }
 
 #[test]
-fn a_disconnect_keeps_uncommitted_acks_for_the_final_flush() {
+fn a_disconnect_keeps_unapplied_acks_for_the_final_flush() {
     let src = MemorySource::new();
     five_sensors(&src);
     let mut f = Fake::connect(commit_cfg(), &src);
     let got = f.pump(0, &src);
     puback(&mut f, &[got[1].0, got[4].0], 1);
+    assert!(!f.s.commit_due(1), "neither count nor time reached, three in flight");
     f.s.on_disconnect();
-    assert!(!f.s.commit_due(2), "neither count nor time reached");
+    assert!(f.s.commit_due(2), "nothing in flight any more: due at once");
     // The shell flushes whatever is acknowledged when the connection ends.
     let (published, acked) = (f.s.take_published(), f.s.take_acks());
     assert_eq!(acked, vec![1, 4]);
     src.ack(&published, &acked, 2).unwrap();
     assert_eq!(src.pending_seqs().unwrap(), vec![2, 3, 5]);
+}
+
+#[test]
+fn acks_apply_at_once_when_the_last_publish_is_acknowledged() {
+    let src = MemorySource::new();
+    five_sensors(&src);
+    let mut f = Fake::connect(SessionConfig { commit_acks: 100, ..commit_cfg() }, &src);
+    let got = f.pump(0, &src);
+    let all: Vec<u16> = got.iter().map(|(p, _)| *p).collect();
+    puback(&mut f, &all[..5], 1);
+    assert!(!f.s.commit_due(1), "one PUBLISH still in flight");
+    puback(&mut f, &all[5..], 2);
+    assert_eq!(f.s.next_publishes(2, &src).unwrap(), vec![], "nothing left to send");
+    assert!(f.s.commit_due(2), "idle: the drain's last acknowledgements go at once");
+    assert_eq!(f.s.take_acks(), vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn applied_acks_are_synced_sync_ms_after_the_first_unless_synced() {
+    let src = MemorySource::new();
+    let mut s = Session::new(SessionConfig { sync_ms: 1000, ..commit_cfg() });
+    s.on_connack(0, &src).unwrap();
+    assert_eq!(s.sync_in_ms(0), None, "nothing applied");
+    s.applied(100);
+    s.applied(600); // a later application does not push the deadline back
+    assert_eq!(s.sync_in_ms(600), Some(500));
+    assert_eq!(s.wake_in_ms(600), Some(500), "the loop wakes for the sync");
+    assert!(!s.sync_due(1099));
+    assert!(s.sync_due(1100));
+    s.synced();
+    assert_eq!(s.sync_in_ms(1100), None);
+    assert_eq!(s.wake_in_ms(1100), None);
 }
 
 #[test]

@@ -34,10 +34,14 @@ use crate::config::Config;
 /// small (raw samples stay in the journal until their PUBLISH is built).
 const BUFFER_RECORDS: usize = 2048;
 
-/// Acknowledged records committed together at most (one fsync), and the longest an
-/// acknowledgement waits for its commit.
-const COMMIT_ACKS: usize = 4096;
-const COMMIT_MS: i64 = 200;
+/// Acknowledged records applied to the store together at most (removals, no fsync), and the
+/// longest an acknowledgement waits to be applied.
+pub const COMMIT_ACKS: usize = 1024;
+pub const COMMIT_MS: i64 = 100;
+/// The longest applied acknowledgements wait to be made durable when no checkpoint commits
+/// meanwhile (while sensors report, the pipeline commits every `[store] commit_interval`, and
+/// those commits carry them: a drain adds no fsync of its own).
+pub const SYNC_MS: i64 = 1000;
 
 impl ForwarderConfig {
     /// The forwarder's settings from the configuration: reads the password file and the TLS
@@ -79,6 +83,7 @@ impl ForwarderConfig {
                 stall_ms: 2 * f.keep_alive_ms,
                 commit_acks: COMMIT_ACKS,
                 commit_ms: COMMIT_MS,
+                sync_ms: SYNC_MS,
             },
             backoff_min: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),

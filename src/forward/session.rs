@@ -21,10 +21,14 @@
 //!   0.8 MB, ~10 ms at loopback speed), so an alert does not wait behind a backlog drain.
 //! - Records whose PUBLISH was written are reported by [`Session::take_published`], so the ledger
 //!   says `Published` before (or in the same commit as) `Acknowledged`.
-//! - Acknowledgements are committed in batches: [`Session::commit_due`] says when, after
-//!   `commit_acks` acknowledged records or `commit_ms` after the oldest uncommitted one, whichever
-//!   comes first (the shell flushes the rest when a connection ends). An acknowledged record not
-//!   yet committed is still in the outbox: after a crash it is simply sent again (at least once).
+//! - Acknowledgements are applied to the store in batches: [`Session::commit_due`] says when,
+//!   after `commit_acks` acknowledged records, `commit_ms` after the oldest one not yet applied,
+//!   or as soon as nothing is in flight or waiting to go (a drain just ended), whichever comes
+//!   first (the shell flushes the rest when a connection ends). Applied is not yet durable: the
+//!   store's next commit makes it so, normally a checkpoint's; [`Session::sync_due`] says when
+//!   the shell must commit itself, `sync_ms` after the first application no commit has covered.
+//!   An acknowledged record not yet durable is still in the outbox after a crash and is simply
+//!   sent again (at least once).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -53,8 +57,11 @@ pub struct SessionConfig {
     pub stall_ms: i64,
     /// Acknowledged records that make a commit due at once (one fsync for all of them).
     pub commit_acks: usize,
-    /// A commit is due this long after the oldest acknowledgement not yet committed.
+    /// Acknowledgements are applied this long after the oldest one not yet applied, at most.
     pub commit_ms: i64,
+    /// Applied acknowledgements are made durable this long after the first of them, at most
+    /// (unless a checkpoint's commit has done it already).
+    pub sync_ms: i64,
 }
 
 /// One PUBLISH to make (QoS 1).
@@ -98,6 +105,8 @@ pub struct Session {
     acked: Vec<u64>,
     /// When the oldest record in `acked` was acknowledged.
     acked_since_ms: Option<i64>,
+    /// When acknowledgements were first applied since the last sync.
+    unsynced_since_ms: Option<i64>,
     /// Records whose PUBLISH (or a part of it) was written since [`Session::take_published`].
     published: Vec<u64>,
     tokens: f64,
@@ -129,6 +138,7 @@ impl Session {
             parts: HashMap::new(),
             acked: Vec::new(),
             acked_since_ms: None,
+            unsynced_since_ms: None,
             published: Vec::new(),
             tokens: 0.0,
             refilled_ms: 0,
@@ -213,19 +223,49 @@ impl Session {
         std::mem::take(&mut self.acked)
     }
 
-    /// Whether the acknowledged records should be committed now: `commit_acks` of them are
-    /// waiting, or the oldest has waited `commit_ms`.
+    /// Whether the acknowledged records should be applied to the store now: `commit_acks` of
+    /// them are waiting, the oldest has waited `commit_ms`, or the session is idle (nothing in
+    /// flight, nothing buffered to send: a drain has just ended, or a live record was
+    /// acknowledged; applying costs no fsync).
     pub fn commit_due(&self, now_ms: i64) -> bool {
         self.commit_in_ms(now_ms) == Some(0)
     }
 
-    /// Milliseconds until a commit is due (0: now); `None` with nothing acknowledged.
+    /// Milliseconds until applying is due (0: now); `None` with nothing acknowledged.
     pub fn commit_in_ms(&self, now_ms: i64) -> Option<i64> {
         let since = self.acked_since_ms?;
-        if self.acked.len() >= self.cfg.commit_acks {
+        if self.acked.len() >= self.cfg.commit_acks || self.idle() {
             return Some(0);
         }
         Some((since + self.cfg.commit_ms - now_ms).max(0))
+    }
+
+    /// Nothing in flight and nothing buffered to send.
+    fn idle(&self) -> bool {
+        self.flights.is_empty()
+            && self.alerts.is_empty()
+            && self.live.is_empty()
+            && self.backlog.is_empty()
+    }
+
+    /// The shell applied acknowledgements to the store (not durable yet).
+    pub fn applied(&mut self, now_ms: i64) {
+        self.unsynced_since_ms.get_or_insert(now_ms);
+    }
+
+    /// The shell made the applied acknowledgements durable (or found a commit had).
+    pub fn synced(&mut self) {
+        self.unsynced_since_ms = None;
+    }
+
+    /// Whether the shell should make applied acknowledgements durable now.
+    pub fn sync_due(&self, now_ms: i64) -> bool {
+        self.sync_in_ms(now_ms) == Some(0)
+    }
+
+    /// Milliseconds until a sync is due (0: now); `None` with nothing applied since the last.
+    pub fn sync_in_ms(&self, now_ms: i64) -> Option<i64> {
+        Some((self.unsynced_since_ms? + self.cfg.sync_ms - now_ms).max(0))
     }
 
     /// Records whose PUBLISH was written since the last call, in sequence order, each once: the
@@ -256,12 +296,12 @@ impl Session {
     }
 
     /// Milliseconds until the session has something to do without any input: backlog waiting
-    /// only for its pace may go, or acknowledgements are due for their commit.
+    /// only for its pace may go, or acknowledgements are due to be applied or made durable.
     pub fn wake_in_ms(&self, now_ms: i64) -> Option<i64> {
-        match (self.pace_in_ms(), self.commit_in_ms(now_ms)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.pace_in_ms(), self.commit_in_ms(now_ms), self.sync_in_ms(now_ms)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Milliseconds until backlog may go again, when backlog waits only for its pace.

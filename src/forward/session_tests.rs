@@ -19,6 +19,7 @@ pub(super) fn cfg() -> SessionConfig {
         stall_ms: 10_000,
         commit_acks: 100,
         commit_ms: 50,
+        sync_ms: 1000,
     }
 }
 

@@ -32,9 +32,14 @@ pub trait OutboxSource: Send + Sync {
     /// The raw samples of journal record `journal_pos` (`None` when it is gone: truncated).
     fn samples(&self, journal_pos: u64) -> Result<Option<SamplesRecord>, SourceError>;
     /// Ledgers `Published` for `published` (records whose PUBLISH was written since the last
-    /// call), then removes the acknowledged records `acked` with an `Acknowledged` ledger record,
-    /// durably (one commit). Either list may be empty.
+    /// call), then removes the acknowledged records `acked` with an `Acknowledged` ledger record.
+    /// Either list may be empty. Not durable yet: the store's next commit makes it so (a
+    /// checkpoint's, or [`OutboxSource::sync`]); a crash before loses it whole, and the records
+    /// are sent again (at least once).
     fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError>;
+    /// Makes what [`OutboxSource::ack`] applied durable, unless a commit since already has: one
+    /// fsync at most. Returns whether it committed.
+    fn sync(&self) -> Result<bool, SourceError>;
 }
 
 /// Removals applied under one hold of the store's lock (about 3 ms of sled work).
@@ -90,8 +95,8 @@ impl OutboxSource for Mutex<Store> {
     fn ack(&self, published: &[u64], acked: &[u64], at_ms: i64) -> Result<(), SourceError> {
         // sled takes ~6 µs per removal: 4096 of them held the store's lock for ~25 ms, and an
         // alert's checkpoint waited that long. Each chunk is one batch with its own ledger
-        // record (so the ledger still describes every batch exactly); one commit makes all
-        // durable. A crash between leaves an applied prefix or nothing: sent again, at least once.
+        // record (so the ledger still describes every batch exactly); the next commit makes all
+        // durable. A crash before leaves an applied prefix or nothing: sent again, at least once.
         let lock = || self.lock().map_err(|_| SourceError::LockPoisoned);
         let mut published = published;
         for chunk in acked.chunks(ACK_CHUNK) {
@@ -102,7 +107,11 @@ impl OutboxSource for Mutex<Store> {
         if !published.is_empty() {
             lock()?.outbox_ack_uncommitted(&[], &ack_ledger(published, &[], at_ms))?;
         }
-        Ok(lock()?.commit()?)
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<bool, SourceError> {
+        Ok(self.lock().map_err(|_| SourceError::LockPoisoned)?.commit_if_needed()?)
     }
 }
 
@@ -118,6 +127,10 @@ struct Memory {
     next: u64,
     journal: BTreeMap<u64, SamplesRecord>,
     ledger: Vec<LedgerRecord>,
+    /// Acknowledgements applied since the last sync.
+    unsynced: bool,
+    /// Syncs that had something to make durable.
+    syncs: u64,
 }
 
 impl MemorySource {
@@ -149,6 +162,11 @@ impl MemorySource {
         self.with(|m| m.outbox.keys().copied().collect())
     }
 
+    /// Syncs that had acknowledgements to make durable.
+    pub fn syncs(&self) -> Result<u64, SourceError> {
+        self.with(|m| m.syncs)
+    }
+
     /// Ledger records written by [`OutboxSource::ack`].
     pub fn ledger(&self) -> Result<Vec<LedgerRecord>, SourceError> {
         self.with(|m| m.ledger.clone())
@@ -177,6 +195,14 @@ impl OutboxSource for MemorySource {
                 m.outbox.remove(s);
             }
             m.ledger.extend(ack_ledger(published, acked, at_ms));
+            m.unsynced |= !(published.is_empty() && acked.is_empty());
+        })
+    }
+
+    fn sync(&self) -> Result<bool, SourceError> {
+        self.with(|m| {
+            m.syncs += u64::from(m.unsynced);
+            std::mem::take(&mut m.unsynced)
         })
     }
 }
@@ -188,7 +214,7 @@ mod tests {
     use crate::store::StoreOptions;
 
     #[test]
-    fn a_long_ack_is_applied_in_chunks_ledgered_exactly_and_committed() {
+    fn a_long_ack_is_applied_in_chunks_ledgered_exactly_and_made_durable_by_sync() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
         s.append_journal(&[(1, b"x".to_vec())]).unwrap();
@@ -199,6 +225,10 @@ mod tests {
         let src = Mutex::new(s);
         let acked: Vec<u64> = (1..=n).collect();
         src.ack(&[1, 2, 3], &acked, 42).unwrap();
+        assert!(src.lock().unwrap().needs_commit(), "applied, not yet durable");
+        assert!(src.sync().unwrap(), "the sync commits");
+        assert!(!src.lock().unwrap().needs_commit());
+        assert!(!src.sync().unwrap(), "nothing left to commit: no fsync");
         drop(src);
         // Reopened: everything the ack named is gone for good, the one record left is not.
         let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
@@ -221,5 +251,21 @@ mod tests {
         }
         assert_eq!(entries.len(), 1 + 3, "three chunks");
         assert_eq!(ledgered, acked, "every acknowledged record ledgered once, in order");
+    }
+
+    #[test]
+    fn a_checkpoint_commit_makes_applied_acks_durable_and_the_sync_skips_its_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let range = s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
+        s.checkpoint(range.start, b"d", &[b"r1".to_vec(), b"r2".to_vec()]).unwrap();
+        let src = Mutex::new(s);
+        src.ack(&[1], &[1], 5).unwrap();
+        let mut s = src.into_inner().unwrap();
+        assert!(s.needs_commit());
+        s.checkpoint(range.end - 1, b"d", &[]).unwrap();
+        assert!(!s.needs_commit(), "the checkpoint's commit carried the acknowledgement");
+        let src = Mutex::new(s);
+        assert!(!src.sync().unwrap(), "no fsync of its own");
     }
 }

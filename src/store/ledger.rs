@@ -2,6 +2,7 @@
 //! Ledger records are written in the same batch as the change they describe.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
 use crate::ledger::LedgerRecord;
@@ -57,7 +58,8 @@ impl Store {
     /// [`Store::outbox_ack_many`] without the commit: the removals and `ledger` are applied in
     /// one batch, durable at the next [`Store::commit`] (or lost together in a crash before it,
     /// and then simply sent again). Lets a caller apply a long list in chunks, releasing its lock
-    /// between them, and commit once.
+    /// between them, and commit once, or leave the commit to the next checkpoint's
+    /// ([`Store::commit_if_needed`] then finds nothing to do).
     pub fn outbox_ack_uncommitted(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
         self.usable()?;
         let r = self.outbox_ack_apply(seqs, ledger);
@@ -72,6 +74,7 @@ impl Store {
         }
         let next = self.batch_ledger(&mut batch, ledger);
         self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
+        self.acks_unsynced.store(true, Ordering::Release);
         self.next_ledger = next;
         Ok(())
     }

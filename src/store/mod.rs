@@ -142,6 +142,8 @@ pub struct Store {
     checkpoint_pos: u64,
     /// Appends since the last commit.
     dirty: AtomicBool,
+    /// Acknowledgements applied since the last commit ([`Store::outbox_ack_uncommitted`]).
+    acks_unsynced: AtomicBool,
     /// A write or commit failed: what is in memory may be ahead of what is durable.
     poisoned: AtomicBool,
 }
@@ -188,6 +190,7 @@ impl Store {
             next_ledger: 1,
             checkpoint_pos: 0,
             dirty: AtomicBool::new(false),
+            acks_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
         };
         store.load_positions()?;
@@ -206,6 +209,21 @@ impl Store {
         self.poison_on_error(r)
     }
 
+    /// Whether journal appends or applied acknowledgements wait for a commit.
+    pub fn needs_commit(&self) -> bool {
+        self.dirty.load(Ordering::Acquire) || self.acks_unsynced.load(Ordering::Acquire)
+    }
+
+    /// Commits when [`Store::needs_commit`]; returns whether it did. Lets a writer that applied
+    /// acknowledgements without committing make them durable later unless another commit (a
+    /// checkpoint's) already has.
+    pub fn commit_if_needed(&self) -> Result<bool> {
+        if !self.needs_commit() {
+            return Ok(false);
+        }
+        self.commit().map(|()| true)
+    }
+
     fn commit_inner(&self) -> Result<()> {
         failpoint!("store::segments::before_fsync");
         self.segments.sync().map_err(|e| self.segment_err(e))?;
@@ -215,6 +233,7 @@ impl Store {
             StoreError::Fsync { path: self.path.clone(), file, source }
         })?;
         self.dirty.store(false, Ordering::Release);
+        self.acks_unsynced.store(false, Ordering::Release);
         if self.gc_due.swap(false, Ordering::AcqRel) {
             self.collect_segments()?;
             // The deletions' directory entries: durable now, not at some later commit.
