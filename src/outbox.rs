@@ -104,6 +104,19 @@ impl OutboxRecord {
         out
     }
 
+    /// Whether the stored bytes may hold an alert: false only for the encodings of events and
+    /// raw samples (their CBOR map opens with the variant's name), which the forwarder's alert
+    /// scan then skips without decoding them. Anything else, an unexpected encoding included,
+    /// answers true and is decoded.
+    pub fn may_be_alert(bytes: &[u8]) -> bool {
+        const EVENT: &[u8] = b"\xa1\x65Event";
+        const SAMPLES: &[u8] = b"\xa1\x67Samples";
+        match bytes {
+            [VERSION, rest @ ..] => !(rest.starts_with(EVENT) || rest.starts_with(SAMPLES)),
+            _ => true,
+        }
+    }
+
     pub fn decode(bytes: &[u8]) -> Result<OutboxRecord, OutboxDecodeError> {
         match bytes {
             [VERSION, rest @ ..] => ciborium::from_reader(rest)
@@ -174,7 +187,13 @@ mod tests {
         ];
         for (rec, topic) in cases {
             assert_eq!(rec.topic_suffix(), topic);
+            // The alert scan skips events and raw samples by their bytes, nothing else.
+            let skipped = matches!(rec, OutboxRecord::Event { .. } | OutboxRecord::Samples { .. });
+            assert_eq!(OutboxRecord::may_be_alert(&rec.encode()), !skipped, "{topic}");
             assert_eq!(OutboxRecord::decode(&rec.encode()), Ok(rec));
+        }
+        for odd in [&b""[..], &[VERSION], &[VERSION + 1, 0xa1, 0x65, b'E'], &[VERSION, 0xbf]] {
+            assert!(OutboxRecord::may_be_alert(odd), "unknown bytes are decoded: {odd:?}");
         }
     }
 

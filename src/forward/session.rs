@@ -344,10 +344,9 @@ impl Session {
             if self.alert_cursor >= last_backlog || self.alerts.len() >= n {
                 break;
             }
-            let page = src.pending(self.alert_cursor, n)?;
-            self.alert_cursor = page.last().map_or(last_backlog, |(s, _)| (*s).min(last_backlog));
-            let alerts = page.into_iter().filter(|(s, r)| *s < self.boundary && is_alert(r));
-            self.alerts.extend(alerts);
+            let (alerts, last) = src.pending_alerts(self.alert_cursor, n)?;
+            self.alert_cursor = last.map_or(last_backlog, |s| s.min(last_backlog));
+            self.alerts.extend(alerts.into_iter().filter(|(s, _)| *s < self.boundary));
         }
         if self.backlog.len() < n / 2 && self.backlog_cursor < last_backlog {
             let page = src.pending(self.backlog_cursor, n - self.backlog.len())?;

@@ -23,10 +23,23 @@ pub enum SourceError {
     LockPoisoned,
 }
 
+/// Alerts found by [`OutboxSource::pending_alerts`] and the last sequence it scanned.
+pub type AlertScan = (Vec<(u64, OutboxRecord)>, Option<u64>);
+
 /// The outbox as the forwarder sees it.
 pub trait OutboxSource: Send + Sync {
     /// At most `limit` pending records with sequence `> after`, in sequence order.
     fn pending(&self, after: u64, limit: usize) -> Result<Vec<(u64, OutboxRecord)>, SourceError>;
+    /// The alerts among the next `limit` pending records with sequence `> after`, in sequence
+    /// order, and the last sequence scanned (`None`: nothing pending after `after`).
+    fn pending_alerts(&self, after: u64, limit: usize) -> Result<AlertScan, SourceError> {
+        let page = self.pending(after, limit)?;
+        let last = page.last().map(|(s, _)| *s);
+        Ok((
+            page.into_iter().filter(|(_, r)| matches!(r, OutboxRecord::Alert { .. })).collect(),
+            last,
+        ))
+    }
     /// The sequence the next outbox record will get: records below it exist now or were acked.
     fn next_seq(&self) -> Result<u64, SourceError>;
     /// The raw samples of journal record `journal_pos` (`None` when it is gone: truncated).
@@ -74,6 +87,25 @@ impl OutboxSource for Mutex<Store> {
                     .map_err(|e| SourceError::BadRecord { seq, what: e.to_string() })
             })
             .collect()
+    }
+
+    fn pending_alerts(&self, after: u64, limit: usize) -> Result<AlertScan, SourceError> {
+        // Events and raw samples are told by their bytes and not decoded (a backlog of an hour
+        // is scanned for its alerts once per connection).
+        let (raw, last) = self.lock().map_err(|_| SourceError::LockPoisoned)?.outbox_scan(
+            after,
+            limit,
+            OutboxRecord::may_be_alert,
+        )?;
+        let mut alerts = Vec::new();
+        for (seq, b) in raw {
+            match OutboxRecord::decode(&b) {
+                Ok(r @ OutboxRecord::Alert { .. }) => alerts.push((seq, r)),
+                Ok(_) => {}
+                Err(e) => return Err(SourceError::BadRecord { seq, what: e.to_string() }),
+            }
+        }
+        Ok((alerts, last))
     }
 
     fn next_seq(&self) -> Result<u64, SourceError> {
@@ -251,6 +283,39 @@ mod tests {
         }
         assert_eq!(entries.len(), 1 + 3, "three chunks");
         assert_eq!(ledgered, acked, "every acknowledged record ledgered once, in order");
+    }
+
+    #[test]
+    fn the_alert_scan_returns_alerts_only_and_how_far_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+        let alert = OutboxRecord::Alert {
+            machine: "m".into(),
+            alert_id: "a".into(),
+            revision: 1,
+            json: b"{}".to_vec(),
+        };
+        let event = OutboxRecord::Event {
+            machine: "m".into(),
+            sensor: "s".into(),
+            seq: 1,
+            event_id: "g.s.1".into(),
+            json: b"{}".to_vec(),
+        };
+        let gap = OutboxRecord::Gap(crate::outbox::GapNotice {
+            machine: "m".into(),
+            sensor: "s".into(),
+            range: crate::outbox::GapRange::Events { from_seq: 2, to_seq: 3 },
+            reason: "shed".into(),
+            declared_at_ms: 1,
+        });
+        let recs = [&event, &alert, &gap, &event, &alert].map(OutboxRecord::encode);
+        s.checkpoint(1, b"d", &recs).unwrap();
+        let src = Mutex::new(s);
+        assert_eq!(src.pending_alerts(0, 4).unwrap(), (vec![(2, alert.clone())], Some(4)));
+        assert_eq!(src.pending_alerts(4, 4).unwrap(), (vec![(5, alert)], Some(5)));
+        assert_eq!(src.pending_alerts(5, 4).unwrap(), (vec![], None));
     }
 
     #[test]

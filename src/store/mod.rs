@@ -78,6 +78,7 @@ use std::sync::Arc;
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use journal::{JournalRecord, Origin};
+pub use outbox_read::OutboxScan;
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;

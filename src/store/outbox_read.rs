@@ -4,11 +4,26 @@
 use super::state::{outbox_key, OUTBOX};
 use super::{corrupt, Result, Store, StoreError, STATE};
 
+/// Records `(sequence, bytes)` kept by [`Store::outbox_scan`] and the last sequence it scanned.
+pub type OutboxScan = (Vec<(u64, Vec<u8>)>, Option<u64>);
+
 impl Store {
     /// At most `limit` outbox records `(sequence, bytes)` with sequence `> after`, in order.
     pub fn outbox_after(&self, after: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>> {
-        let Some(from) = after.checked_add(1) else { return Ok(Vec::new()) };
+        Ok(self.outbox_scan(after, limit, |_| true)?.0)
+    }
+
+    /// Scans at most `limit` outbox records with sequence `> after`, in order, and returns those
+    /// whose bytes `keep` accepts (the others are not copied) with the last sequence scanned.
+    pub fn outbox_scan(
+        &self,
+        after: u64,
+        limit: usize,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> Result<OutboxScan> {
+        let Some(from) = after.checked_add(1) else { return Ok((Vec::new(), None)) };
         let mut out = Vec::new();
+        let mut last = None;
         for kv in self.state.range(outbox_key(from)..).take(limit) {
             let (k, v) = kv.map_err(|source| StoreError::Sled {
                 path: self.path.clone(),
@@ -22,9 +37,12 @@ impl Store {
             };
             let seq =
                 seq.map_err(|_| corrupt(&self.path, STATE, &k, "outbox key is not o/ + 8 bytes"))?;
-            out.push((seq, v.to_vec()));
+            last = Some(seq);
+            if keep(&v) {
+                out.push((seq, v.to_vec()));
+            }
         }
-        Ok(out)
+        Ok((out, last))
     }
 
     /// Whether outbox record `seq` is still pending.
@@ -55,6 +73,9 @@ mod tests {
         assert_eq!(s.outbox_after(4, 10).unwrap(), vec![(5, vec![4])]);
         assert!(s.outbox_after(5, 10).unwrap().is_empty());
         assert!(s.outbox_after(u64::MAX, 10).unwrap().is_empty());
+        let odd = s.outbox_scan(0, 3, |b| b[0] % 2 == 1).unwrap();
+        assert_eq!(odd, (vec![(4, vec![3])], Some(4)), "three scanned, one kept");
+        assert_eq!(s.outbox_scan(5, 3, |_| true).unwrap(), (vec![], None));
         assert!(s.outbox_contains(3).unwrap());
         assert!(!s.outbox_contains(2).unwrap());
     }
