@@ -3,8 +3,10 @@
 # mosquitto_pub publishing the same number of messages at QoS 1: event-sized, and the backlog's
 # own mix (every second message as large as a frame). Prints one line per trial and
 # the medians; a second backlog, one hour of the same events without raw samples, gives the event
-# rate on its own. Each drain and the alert latency during a drain also run, in the same trial,
-# with the byte window (`[mqtt] inflight_bytes`) opened to 1 GiB, beside the default.
+# rate on its own. Each store copy is synced before it is drained (its dirty pages would otherwise be
+# written back during the drain). Each drain and the alert latency during a drain also run, in the same trial,
+# with the byte window (`[mqtt] inflight_bytes`) opened to 1 GiB, beside the default, and the
+# alert latency once more during a drain at the daemon's default pace (2000 records/s).
 # Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
 # Usage: benches/mqtt_drain.sh [MINUTES] [SENSORS] [TRIALS] [CACHE_MIB]
 #   MINUTES of backlog of SENSORS sensors (per sensor and second one event and one 3200-sample
@@ -39,13 +41,13 @@ messages=$((2 * minutes * 60 * sensors))
 
 open=1048576 # KiB: no byte window in effect
 for t in $(seq "$trials"); do
-    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s" && sync
     drain=$(/usr/bin/time -f '%M' -o "$dir/rss" "$bin/mqtt_drain" drain "$dir/s" "$port" "$cache")
-    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s" && sync
     drain_open=$("$bin/mqtt_drain" drain "$dir/s" "$port" "$cache" 64 "$open")
-    rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s"
+    rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s" && sync
     events_only=$("$bin/mqtt_drain" drain "$dir/s" "$port" "$cache")
-    rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s"
+    rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s" && sync
     events_only_open=$("$bin/mqtt_drain" drain "$dir/s" "$port" "$cache" 64 "$open")
     start=$(date +%s.%N)
     mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t bench/x -l <"$dir/lines.txt"
@@ -53,13 +55,15 @@ for t in $(seq "$trials"); do
     mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t bench/x -l <"$dir/mixed.txt"
     end_mixed=$(date +%s.%N)
     rm -rf "$dir/l" && latency_idle=$("$bin/alert_latency" "$dir/l" "$port" 200)
-    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s" && sync
     latency_backlog=$("$bin/alert_latency" "$dir/s" "$port" 100)
-    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s"
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s" && sync
     latency_backlog_open=$("$bin/alert_latency" "$dir/s" "$port" 100 64 0 "$open")
+    rm -rf "$dir/s" && cp -r "$dir/backlog" "$dir/s" && sync
+    latency_backlog_paced=$("$bin/alert_latency" "$dir/s" "$port" 100 64 2000) # the daemon's pace
     echo "{\"trial\":$t,\"drain\":$drain,\"events_only\":$events_only,\"max_rss_kb\":$(cat "$dir/rss"),\
 \"drain_open\":$drain_open,\"events_only_open\":$events_only_open,\
-\"alert_during_drain_open\":$latency_backlog_open,\
+\"alert_during_drain_open\":$latency_backlog_open,\"alert_during_paced_drain\":$latency_backlog_paced,\
 \"mosquitto_pub_msgs_per_s\":$(python3 -c "print($messages/($end-$start))"),\
 \"mosquitto_pub_with_frames_msgs_per_s\":$(python3 -c "print($messages/($end_mixed-$end))"),\
 \"alert_idle\":$latency_idle,\"alert_during_drain\":$latency_backlog}" | tee -a "$dir/trials"
@@ -91,6 +95,9 @@ print(json.dumps({
     "alert_p99_ms_idle": med(lambda r: r["alert_idle"]["p99_ms"]),
     "alert_to_commit_p99_ms_idle": med(lambda r: r["alert_idle"]["to_commit_p99_ms"]),
     "alert_forwarder_p99_ms_idle": med(lambda r: r["alert_idle"]["forwarder_p99_ms"]),
+    "alert_p99_ms_during_paced_drain": med(lambda r: r["alert_during_paced_drain"]["p99_ms"]),
+    "alert_to_commit_p99_ms_during_paced_drain":
+        med(lambda r: r["alert_during_paced_drain"]["to_commit_p99_ms"]),
     "open_window": window("drain_open", "events_only_open", "alert_during_drain_open"),
 }))
 PY
