@@ -84,6 +84,13 @@ pub enum GapRange {
 #[error("outbox record does not decode: {0}")]
 pub struct OutboxDecodeError(pub String);
 
+/// What [`OutboxRecord::peek_bulk`] tells from the bytes alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bulk {
+    Event,
+    Samples,
+}
+
 impl OutboxRecord {
     /// The topic under `{prefix}/{gateway}/` (CONTRACTS section 10).
     pub fn topic_suffix(&self) -> String {
@@ -104,17 +111,23 @@ impl OutboxRecord {
         out
     }
 
-    /// Whether the stored bytes may hold an alert: false only for the encodings of events and
-    /// raw samples (their CBOR map opens with the variant's name), which the forwarder's alert
-    /// scan then skips without decoding them. Anything else, an unexpected encoding included,
-    /// answers true and is decoded.
-    pub fn may_be_alert(bytes: &[u8]) -> bool {
+    /// The kind of the stored bytes when they are an event or raw samples, the bulk of a
+    /// backlog, told without decoding them: their CBOR map opens with the variant's name.
+    /// `None` for anything else, an unexpected encoding included, which must be decoded.
+    pub fn peek_bulk(bytes: &[u8]) -> Option<Bulk> {
         const EVENT: &[u8] = b"\xa1\x65Event";
         const SAMPLES: &[u8] = b"\xa1\x67Samples";
         match bytes {
-            [VERSION, rest @ ..] => !(rest.starts_with(EVENT) || rest.starts_with(SAMPLES)),
-            _ => true,
+            [VERSION, rest @ ..] if rest.starts_with(EVENT) => Some(Bulk::Event),
+            [VERSION, rest @ ..] if rest.starts_with(SAMPLES) => Some(Bulk::Samples),
+            _ => None,
         }
+    }
+
+    /// Whether the stored bytes may hold an alert: false only for events and raw samples
+    /// ([`OutboxRecord::peek_bulk`]), which the forwarder's alert scan skips undecoded.
+    pub fn may_be_alert(bytes: &[u8]) -> bool {
+        Self::peek_bulk(bytes).is_none()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<OutboxRecord, OutboxDecodeError> {
@@ -188,12 +201,17 @@ mod tests {
         for (rec, topic) in cases {
             assert_eq!(rec.topic_suffix(), topic);
             // The alert scan skips events and raw samples by their bytes, nothing else.
-            let skipped = matches!(rec, OutboxRecord::Event { .. } | OutboxRecord::Samples { .. });
-            assert_eq!(OutboxRecord::may_be_alert(&rec.encode()), !skipped, "{topic}");
+            let bulk = match rec {
+                OutboxRecord::Event { .. } => Some(Bulk::Event),
+                OutboxRecord::Samples { .. } => Some(Bulk::Samples),
+                _ => None,
+            };
+            assert_eq!(OutboxRecord::peek_bulk(&rec.encode()), bulk, "{topic}");
+            assert_eq!(OutboxRecord::may_be_alert(&rec.encode()), bulk.is_none(), "{topic}");
             assert_eq!(OutboxRecord::decode(&rec.encode()), Ok(rec));
         }
         for odd in [&b""[..], &[VERSION], &[VERSION + 1, 0xa1, 0x65, b'E'], &[VERSION, 0xbf]] {
-            assert!(OutboxRecord::may_be_alert(odd), "unknown bytes are decoded: {odd:?}");
+            assert_eq!(OutboxRecord::peek_bulk(odd), None, "unknown bytes are decoded: {odd:?}");
         }
     }
 
