@@ -98,6 +98,10 @@ print(json.dumps({
     "alert_p99_ms_during_paced_drain": med(lambda r: r["alert_during_paced_drain"]["p99_ms"]),
     "alert_to_commit_p99_ms_during_paced_drain":
         med(lambda r: r["alert_during_paced_drain"]["to_commit_p99_ms"]),
+    "events_only_to_mosquitto_pub_per_trial_median":
+        med(lambda r: r["events_only"]["events_per_s"] / r["mosquitto_pub_msgs_per_s"]),
+    "with_frames_to_mosquitto_pub_per_trial_median":
+        med(lambda r: r["drain"]["events_per_s"] / r["mosquitto_pub_with_frames_msgs_per_s"]),
     "open_window": window("drain_open", "events_only_open", "alert_during_drain_open"),
 }))
 PY
