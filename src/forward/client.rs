@@ -1,6 +1,6 @@
 //! The async shell around the session core: one rumqttc client per connection attempt, its event
 //! loop polled in a task of its own (it never publishes), PUBLISHes made from the driving task,
-//! acknowledgements committed to the store, bounded jittered reconnect backoff.
+//! acknowledgements applied to the store and made durable, bounded jittered reconnect backoff.
 //!
 //! Each attempt builds a fresh `AsyncClient` + `EventLoop` and drops them when the connection
 //! ends, so nothing rumqttc queued or kept in flight survives into the next connection: the
@@ -82,15 +82,15 @@ pub async fn run(
         let poller = tokio::spawn(poll(eventloop, tx));
         let deps =
             Deps { src: &src, outbox_grew: &outbox_grew, clock: &*clock, stats: stats.as_deref() };
-        let mut commits = JoinSet::new();
-        let end = drive(&mut session, &client, rx, &deps, &mut shutdown, &mut commits).await;
+        let mut tasks = JoinSet::new();
+        let end = drive(&mut session, &client, rx, &deps, &mut shutdown, &mut tasks).await;
         let connected = session.connected();
         session.on_disconnect();
         if let Some(s) = &stats {
             s.session_ended(connected && !matches!(end, Ok(End::Shutdown)));
         }
         let end = match end {
-            Ok(end) => flush_acks(&mut session, &src, &*clock, &mut commits).await.map(|()| end),
+            Ok(end) => flush_acks(&mut session, &src, &*clock, &mut tasks).await.map(|()| end),
             Err(e) => Err(e),
         };
         match end {
@@ -184,7 +184,7 @@ fn describe(e: &ConnectionError) -> String {
 
 /// Store work for acknowledgements, each on a blocking thread; at most one runs at a time, so the
 /// ledger keeps its order.
-type Commits = JoinSet<Result<Done, SourceError>>;
+type StoreTasks = JoinSet<Result<Done, SourceError>>;
 
 /// What a finished store task did.
 #[derive(Debug)]
@@ -198,11 +198,11 @@ enum Done {
 /// Starts removing the acknowledged records from the outbox on a blocking thread, ledgering
 /// `Published` for the records written since the last time in the same batch. No fsync: the
 /// store's next commit makes it durable (see [`start_sync`]). The connection goes on meanwhile.
-fn start_commit(
+fn start_apply(
     session: &mut Session,
     src: &Arc<dyn OutboxSource>,
     clock: &dyn Clock,
-    commits: &mut Commits,
+    tasks: &mut StoreTasks,
 ) {
     let acks = session.take_acks();
     let published = session.take_published();
@@ -210,18 +210,18 @@ fn start_commit(
         return;
     }
     let (src, at) = (src.clone(), clock.now_ms());
-    commits.spawn_blocking(move || src.ack(&published, &acks, at).map(|()| Done::Applied));
+    tasks.spawn_blocking(move || src.ack(&published, &acks, at).map(|()| Done::Applied));
 }
 
 /// Starts making applied acknowledgements durable (one commit, unless a checkpoint's commit has
 /// made them so already) on a blocking thread.
-fn start_sync(src: &Arc<dyn OutboxSource>, commits: &mut Commits) {
+fn start_sync(src: &Arc<dyn OutboxSource>, tasks: &mut StoreTasks) {
     let src = src.clone();
-    commits.spawn_blocking(move || src.sync().map(|_| Done::Synced));
+    tasks.spawn_blocking(move || src.sync().map(|_| Done::Synced));
 }
 
 /// The outcome of a finished store task, told to the session.
-fn committed(
+fn task_done(
     r: Option<Result<Result<Done, SourceError>, tokio::task::JoinError>>,
     session: &mut Session,
     clock: &dyn Clock,
@@ -241,15 +241,15 @@ async fn flush_acks(
     session: &mut Session,
     src: &Arc<dyn OutboxSource>,
     clock: &dyn Clock,
-    commits: &mut Commits,
+    tasks: &mut StoreTasks,
 ) -> Result<(), ForwardError> {
-    while !commits.is_empty() {
-        committed(commits.join_next().await, session, clock)?;
+    while !tasks.is_empty() {
+        task_done(tasks.join_next().await, session, clock)?;
     }
-    start_commit(session, src, clock, commits);
-    committed(commits.join_next().await, session, clock)?;
-    start_sync(src, commits);
-    committed(commits.join_next().await, session, clock)
+    start_apply(session, src, clock, tasks);
+    task_done(tasks.join_next().await, session, clock)?;
+    start_sync(src, tasks);
+    task_done(tasks.join_next().await, session, clock)
 }
 
 /// Counters a caller may watch (tests, benchmarks, metrics).
@@ -298,12 +298,12 @@ async fn drive(
     mut rx: mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
     deps: &Deps<'_>,
     shutdown: &mut watch::Receiver<bool>,
-    commits: &mut Commits,
+    tasks: &mut StoreTasks,
 ) -> Result<End, ForwardError> {
     let Deps { src, outbox_grew, clock, stats } = *deps;
     loop {
-        // While a commit runs, its end wakes us; a due commit must not spin the loop meanwhile.
-        let wake = if commits.is_empty() {
+        // While a store task runs, its end wakes us; a due one must not spin the loop meanwhile.
+        let wake = if tasks.is_empty() {
             session.wake_in_ms(clock.monotonic_ms())
         } else {
             session.pace_in_ms()
@@ -314,15 +314,15 @@ async fn drive(
                 Some(ev) => Some(ev),
                 None => return Ok(End::Lost("event loop ended".into())),
             },
-            done = commits.join_next(), if !commits.is_empty() => {
-                committed(done, session, clock)?;
+            done = tasks.join_next(), if !tasks.is_empty() => {
+                task_done(done, session, clock)?;
                 None
             }
             _ = outbox_grew.notified() => None,
             _ = tokio::time::sleep(Duration::from_millis(wake)) => None,
             _ = shutdown.changed() => return Ok(End::Shutdown),
         };
-        // Handle everything already delivered before looking at commits and PUBLISHes.
+        // Handle everything already delivered before looking at store tasks and PUBLISHes.
         while let Some(ev) = next {
             let now = clock.monotonic_ms();
             match ev {
@@ -370,10 +370,10 @@ async fn drive(
         // Acknowledged records (and those that needed no PUBLISH) leave in batches, made durable
         // by the next checkpoint's commit or, failing that, by a sync of our own.
         let now = clock.monotonic_ms();
-        if commits.is_empty() && session.commit_due(now) {
-            start_commit(session, src, clock, commits);
-        } else if commits.is_empty() && session.sync_due(now) {
-            start_sync(src, commits);
+        if tasks.is_empty() && session.commit_due(now) {
+            start_apply(session, src, clock, tasks);
+        } else if tasks.is_empty() && session.sync_due(now) {
+            start_sync(src, tasks);
         }
     }
 }

@@ -55,7 +55,7 @@ pub struct SessionConfig {
     pub buffer: usize,
     /// With PUBLISHes in flight and no PUBACK for this long, the connection is stalled.
     pub stall_ms: i64,
-    /// Acknowledged records that make a commit due at once (one fsync for all of them).
+    /// Acknowledged records that make applying them due at once (one batch per 512, no fsync).
     pub commit_acks: usize,
     /// Acknowledgements are applied this long after the oldest one not yet applied, at most.
     pub commit_ms: i64,

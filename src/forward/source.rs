@@ -161,8 +161,6 @@ struct Memory {
     ledger: Vec<LedgerRecord>,
     /// Acknowledgements applied since the last sync.
     unsynced: bool,
-    /// Syncs that had something to make durable.
-    syncs: u64,
 }
 
 impl MemorySource {
@@ -192,11 +190,6 @@ impl MemorySource {
     /// Sequences still pending.
     pub fn pending_seqs(&self) -> Result<Vec<u64>, SourceError> {
         self.with(|m| m.outbox.keys().copied().collect())
-    }
-
-    /// Syncs that had acknowledgements to make durable.
-    pub fn syncs(&self) -> Result<u64, SourceError> {
-        self.with(|m| m.syncs)
     }
 
     /// Ledger records written by [`OutboxSource::ack`].
@@ -232,10 +225,7 @@ impl OutboxSource for MemorySource {
     }
 
     fn sync(&self) -> Result<bool, SourceError> {
-        self.with(|m| {
-            m.syncs += u64::from(m.unsynced);
-            std::mem::take(&mut m.unsynced)
-        })
+        self.with(|m| std::mem::take(&mut m.unsynced))
     }
 }
 
