@@ -124,12 +124,6 @@ impl OutboxRecord {
         }
     }
 
-    /// Whether the stored bytes may hold an alert: false only for events and raw samples
-    /// ([`OutboxRecord::peek_bulk`]), which the forwarder's alert scan skips undecoded.
-    pub fn may_be_alert(bytes: &[u8]) -> bool {
-        Self::peek_bulk(bytes).is_none()
-    }
-
     pub fn decode(bytes: &[u8]) -> Result<OutboxRecord, OutboxDecodeError> {
         match bytes {
             [VERSION, rest @ ..] => ciborium::from_reader(rest)
@@ -200,14 +194,13 @@ mod tests {
         ];
         for (rec, topic) in cases {
             assert_eq!(rec.topic_suffix(), topic);
-            // The alert scan skips events and raw samples by their bytes, nothing else.
+            // The lane scans skip events and raw samples by their bytes, nothing else.
             let bulk = match rec {
                 OutboxRecord::Event { .. } => Some(Bulk::Event),
                 OutboxRecord::Samples { .. } => Some(Bulk::Samples),
                 _ => None,
             };
             assert_eq!(OutboxRecord::peek_bulk(&rec.encode()), bulk, "{topic}");
-            assert_eq!(OutboxRecord::may_be_alert(&rec.encode()), bulk.is_none(), "{topic}");
             assert_eq!(OutboxRecord::decode(&rec.encode()), Ok(rec));
         }
         for odd in [&b""[..], &[VERSION], &[VERSION + 1, 0xa1, 0x65, b'E'], &[VERSION, 0xbf]] {

@@ -25,7 +25,7 @@ use std::time::Duration;
 pub use client::{run, ForwardError, ForwardStats, ForwarderConfig};
 pub use security::{client_config, read_password, read_secret, secret_path, SecurityError};
 pub use session::{Publish, Session, SessionConfig, OFFLINE, ONLINE, STATUS};
-pub use source::{AlertScan, MemorySource, OutboxSource, SourceError};
+pub use source::{Lane, LaneScan, MemorySource, OutboxSource, SourceError};
 
 use crate::config::Config;
 

@@ -13,8 +13,10 @@
 //!   still in the outbox is sent again. Records older than the connection (sequence below the
 //!   outbox's next sequence at ConnAck) are *backlog*: their events carry `"replayed": true` and
 //!   they go at most `replay_rate` records per second. Younger records are *live* and go at once.
-//! - Alerts first (live or backlog, unpaced); then live records; then backlog. Within each of the
-//!   two streams, records go in outbox order, hence per sensor in `seq` order.
+//! - Alerts first (live or backlog, unpaced); then live records; then backlog, in two lanes: its
+//!   events and gap notices, then its raw samples, read only once the events are all handed
+//!   over. Within the live stream and within each lane, records go in outbox order, hence per
+//!   sensor in `seq` order.
 //! - At most `inflight` PUBLISHes await a PUBACK, and records other than alerts are handed over
 //!   only while the payloads awaiting a PUBACK total less than `inflight_bytes`: what is queued
 //!   ahead of an alert in the client and the socket stays small (a window of 64 raw frames is
@@ -33,7 +35,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::batch::{next_payloads, Item};
-use super::source::{OutboxSource, SourceError};
+use super::source::{Lane, OutboxSource, SourceError};
 use crate::outbox::OutboxRecord;
 
 /// Settings of the session core (from `[mqtt]`).
@@ -51,7 +53,8 @@ pub struct SessionConfig {
     pub replay_rate: u32,
     /// Events in one `{"events": [...]}` payload, at most.
     pub batch_events: usize,
-    /// Records held in memory per stream (alerts, live, backlog), at most.
+    /// Records held in memory per stream (alerts, live) and backlog lane (events, raw samples),
+    /// at most.
     pub buffer: usize,
     /// With PUBLISHes in flight and no PUBACK for this long, the connection is stalled.
     pub stall_ms: i64,
@@ -93,9 +96,13 @@ pub struct Session {
     boundary: u64,
     alert_cursor: u64,
     backlog_cursor: u64,
+    samples_cursor: u64,
     live_cursor: u64,
     alerts: VecDeque<(u64, OutboxRecord)>,
+    /// The backlog's events and gap notices.
     backlog: VecDeque<(u64, OutboxRecord)>,
+    /// The backlog's raw samples.
+    backlog_samples: VecDeque<(u64, OutboxRecord)>,
     live: VecDeque<(u64, OutboxRecord)>,
     flights: VecDeque<Flight>,
     /// Payload bytes of `flights`.
@@ -129,9 +136,11 @@ impl Session {
             boundary: 1,
             alert_cursor: 0,
             backlog_cursor: 0,
+            samples_cursor: 0,
             live_cursor: 0,
             alerts: VecDeque::new(),
             backlog: VecDeque::new(),
+            backlog_samples: VecDeque::new(),
             live: VecDeque::new(),
             flights: VecDeque::new(),
             flight_bytes: 0,
@@ -169,8 +178,10 @@ impl Session {
         self.connected = false;
         self.alert_cursor = 0;
         self.backlog_cursor = 0;
+        self.samples_cursor = 0;
         self.alerts.clear();
         self.backlog.clear();
+        self.backlog_samples.clear();
         self.live.clear();
         self.flights.clear();
         self.flight_bytes = 0;
@@ -246,6 +257,7 @@ impl Session {
             && self.alerts.is_empty()
             && self.live.is_empty()
             && self.backlog.is_empty()
+            && self.backlog_samples.is_empty()
     }
 
     /// The shell applied acknowledgements to the store (not durable yet).
@@ -307,10 +319,15 @@ impl Session {
     /// Milliseconds until backlog may go again, when backlog waits only for its pace.
     pub fn pace_in_ms(&self) -> Option<i64> {
         let paced = self.cfg.replay_rate > 0 && self.tokens < 1.0;
-        let waiting = self.connected && !self.backlog.is_empty() && self.has_byte_room();
+        let waiting = self.connected && self.backlog_buffered() && self.has_byte_room();
         (paced && waiting)
             .then(|| ((1.0 - self.tokens) * 1000.0 / f64::from(self.cfg.replay_rate)).ceil() as i64)
             .map(|ms| ms.max(1))
+    }
+
+    /// Backlog records of either lane are in memory, ready to go.
+    fn backlog_buffered(&self) -> bool {
+        !(self.backlog.is_empty() && self.backlog_samples.is_empty())
     }
 
     fn has_room(&self) -> bool {
@@ -335,24 +352,24 @@ impl Session {
         self.refilled_ms = now_ms;
     }
 
-    /// Loads records into the three buffers, up to `buffer` each.
+    /// Loads records into the four buffers, up to `buffer` each.
     fn fill(&mut self, src: &dyn OutboxSource) -> Result<(), SourceError> {
         let n = self.cfg.buffer;
         let last_backlog = self.boundary - 1;
-        // Backlog alerts: scanned ahead of the backlog stream, a few pages per call.
+        // Backlog alerts: scanned ahead of the backlog lanes, a few pages per call.
         for _ in 0..16 {
             if self.alert_cursor >= last_backlog || self.alerts.len() >= n {
                 break;
             }
-            let (alerts, last) = src.pending_alerts(self.alert_cursor, n)?;
+            let (alerts, last) = src.pending_in(Lane::Alerts, self.alert_cursor, n)?;
             self.alert_cursor = last.map_or(last_backlog, |s| s.min(last_backlog));
             self.alerts.extend(alerts.into_iter().filter(|(s, _)| *s < self.boundary));
         }
-        if self.backlog.len() < n / 2 && self.backlog_cursor < last_backlog {
-            let page = src.pending(self.backlog_cursor, n - self.backlog.len())?;
-            self.backlog_cursor = page.last().map_or(last_backlog, |(s, _)| (*s).min(last_backlog));
-            let items = page.into_iter().filter(|(s, r)| *s < self.boundary && !is_alert(r));
-            self.backlog.extend(items);
+        let boundary = self.boundary;
+        fill_lane(src, Lane::Events, &mut self.backlog, &mut self.backlog_cursor, boundary, n)?;
+        if self.backlog.is_empty() && self.backlog_cursor >= last_backlog {
+            let (buf, cursor) = (&mut self.backlog_samples, &mut self.samples_cursor);
+            fill_lane(src, Lane::Samples, buf, cursor, boundary, n)?;
         }
         if self.live.len() < n / 2 {
             let page = src.pending(self.live_cursor, n - self.live.len())?;
@@ -397,9 +414,12 @@ impl Session {
                 break;
             } else if !self.live.is_empty() {
                 (&mut self.live, false, usize::MAX)
-            } else if !self.backlog.is_empty() && (!paced || self.tokens >= 1.0) {
+            } else if (!paced || self.tokens >= 1.0) && self.backlog_buffered() {
                 let budget = if paced { self.tokens as usize } else { usize::MAX };
-                (&mut self.backlog, true, budget)
+                match self.backlog.is_empty() {
+                    false => (&mut self.backlog, true, budget),
+                    true => (&mut self.backlog_samples, true, budget),
+                }
             } else {
                 break;
             };
@@ -450,6 +470,28 @@ impl Session {
         self.flight_bytes += payload.len();
         Publish { topic, payload, retain }
     }
+}
+
+/// Tops up the buffer of one backlog lane below half of `n`: one page of `n` records scanned,
+/// more only while the pages hold nothing of the lane (so that a lane whose records are sparse
+/// does not look drained while its cursor is short of the backlog's end).
+fn fill_lane(
+    src: &dyn OutboxSource,
+    lane: Lane,
+    buf: &mut VecDeque<(u64, OutboxRecord)>,
+    cursor: &mut u64,
+    boundary: u64,
+    n: usize,
+) -> Result<(), SourceError> {
+    let last_backlog = boundary - 1;
+    let mut first = true;
+    while buf.len() < n / 2 && *cursor < last_backlog && (first || buf.is_empty()) {
+        first = false;
+        let (page, last) = src.pending_in(lane, *cursor, n - buf.len())?;
+        *cursor = last.map_or(last_backlog, |s| s.min(last_backlog));
+        buf.extend(page.into_iter().filter(|(s, _)| *s < boundary));
+    }
+    Ok(())
 }
 
 fn is_alert(r: &OutboxRecord) -> bool {

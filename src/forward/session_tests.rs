@@ -279,6 +279,87 @@ fn backlog_alerts_go_before_backlog_events_even_far_behind() {
     assert_eq!(got[1].1.topic, "lg/gw/alerts/m", "alert behind 40 records (buffer 8) goes first");
 }
 
+/// A `samples` outbox record of `sensor` at journal position `pos`, with its journal record.
+fn push_samples(src: &MemorySource, sensor: &str, pos: u64) {
+    let t0_ms = 1000 * pos as i64;
+    let (machine, sensor) = ("m".to_owned(), sensor.to_owned());
+    let rec = OutboxRecord::Samples {
+        machine: machine.clone(),
+        sensor: sensor.clone(),
+        journal_pos: pos,
+        t0_ms,
+        rate_hz: 4.0,
+        n: 4,
+    };
+    src.push(rec).unwrap();
+    let data = vec![0.25; 4];
+    let s = SamplesRecord {
+        machine,
+        sensor,
+        t0_ms,
+        rate_hz: 4.0,
+        unit: Unit::G,
+        axis: None,
+        clock: None,
+        data,
+    };
+    src.put_samples(pos, s).unwrap();
+}
+
+#[test]
+fn backlog_events_and_gaps_go_before_its_raw_samples_each_lane_in_order() {
+    let src = MemorySource::new();
+    let mut c = cfg();
+    c.inflight = 2;
+    c.batch_events = 2;
+    // Ten frames first: whole pages (buffer 8) without an event must not stall the events lane.
+    for pos in 1..=10 {
+        push_samples(&src, "s1", pos);
+    }
+    for i in 1..=6 {
+        src.push(event("s1", i)).unwrap();
+        push_samples(&src, "s2", 100 + i);
+        src.push(event("s2", i)).unwrap();
+    }
+    src.push(OutboxRecord::Gap(GapNotice {
+        machine: "m".into(),
+        sensor: "s1".into(),
+        range: GapRange::Events { from_seq: 7, to_seq: 7 },
+        reason: "shed".into(),
+        declared_at_ms: 0,
+    }))
+    .unwrap();
+    push_samples(&src, "s1", 11);
+    let mut f = Fake::connect(c, &src);
+    src.push(event("s3", 1)).unwrap(); // live
+    let all = f.drain(&src);
+    assert!(src.pending_seqs().unwrap().is_empty(), "everything acknowledged");
+    let is_frame = |p: &Publish| p.topic.contains("/samples/");
+    let first_frame = all.iter().position(is_frame).unwrap();
+    assert!(all[first_frame..].iter().all(is_frame), "no event or gap after a backlog frame");
+    assert_eq!(all[first_frame - 1].topic, "lg/gw/gaps/s1", "the gap notice with the events");
+    assert_eq!(all[1].topic, "lg/gw/events/m/s3", "live first");
+    let mut seqs: HashMap<String, Vec<u64>> = HashMap::new();
+    for p in &all[2..first_frame - 1] {
+        for e in events_in(p) {
+            assert_eq!(e["replayed"], true, "{e}");
+            let id = e["event_id"].as_str().unwrap().to_owned();
+            seqs.entry(id[..4].to_owned()).or_default().push(e["seq"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(seqs["m.s1"], (1..=6).collect::<Vec<_>>());
+    assert_eq!(seqs["m.s2"], (1..=6).collect::<Vec<_>>());
+    let t0 = |sensor: &str| -> Vec<i64> {
+        let topic = format!("lg/gw/samples/m/{sensor}");
+        let frames = all[first_frame..].iter().filter(|p| p.topic == topic);
+        frames
+            .map(|p| crate::samples_codec::SamplesFrame::decode(&p.payload).unwrap().t0_ms)
+            .collect()
+    };
+    assert_eq!(t0("s1"), (1..=11).map(|p| 1000 * p).collect::<Vec<_>>());
+    assert_eq!(t0("s2"), (101..=106).map(|p| 1000 * p).collect::<Vec<_>>());
+}
+
 #[test]
 fn per_sensor_order_holds_and_batches_stop_at_other_record_kinds() {
     let src = MemorySource::new();

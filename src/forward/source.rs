@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::OutboxRecord;
+use crate::outbox::{Bulk, OutboxRecord};
 use crate::store::{Store, StoreError};
 use crate::trace::parse::parse_line;
 use crate::trace::{Arrival, SamplesRecord};
@@ -23,22 +23,52 @@ pub enum SourceError {
     LockPoisoned,
 }
 
-/// Alerts found by [`OutboxSource::pending_alerts`] and the last sequence it scanned.
-pub type AlertScan = (Vec<(u64, OutboxRecord)>, Option<u64>);
+/// The lanes a connection's backlog drains in, one after the other: alerts, then events and gap
+/// notices, then raw samples (`Session` reads each with its own cursor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Alerts,
+    /// Events and gap notices: small, and what alerts are reconciled with.
+    Events,
+    /// Raw samples: the bulk of a backlog, sent once its events are.
+    Samples,
+}
+
+impl Lane {
+    /// The lane of a decoded record.
+    pub fn of(rec: &OutboxRecord) -> Lane {
+        match rec {
+            OutboxRecord::Alert { .. } => Lane::Alerts,
+            OutboxRecord::Event { .. } | OutboxRecord::Gap(_) => Lane::Events,
+            OutboxRecord::Samples { .. } => Lane::Samples,
+        }
+    }
+
+    /// Whether stored bytes may hold a record of this lane: false only when their first bytes
+    /// say they are an event or raw samples of another lane ([`OutboxRecord::peek_bulk`]);
+    /// anything else is decoded and then sorted by [`Lane::of`].
+    pub fn may_hold(self, bytes: &[u8]) -> bool {
+        matches!(
+            (self, OutboxRecord::peek_bulk(bytes)),
+            (_, None) | (Lane::Events, Some(Bulk::Event)) | (Lane::Samples, Some(Bulk::Samples))
+        )
+    }
+}
+
+/// The records of one lane found by [`OutboxSource::pending_in`] and the last sequence it
+/// scanned (`None`: nothing pending after `after`).
+pub type LaneScan = (Vec<(u64, OutboxRecord)>, Option<u64>);
 
 /// The outbox as the forwarder sees it.
 pub trait OutboxSource: Send + Sync {
     /// At most `limit` pending records with sequence `> after`, in sequence order.
     fn pending(&self, after: u64, limit: usize) -> Result<Vec<(u64, OutboxRecord)>, SourceError>;
-    /// The alerts among the next `limit` pending records with sequence `> after`, in sequence
-    /// order, and the last sequence scanned (`None`: nothing pending after `after`).
-    fn pending_alerts(&self, after: u64, limit: usize) -> Result<AlertScan, SourceError> {
+    /// The records of `lane` among the next `limit` pending records with sequence `> after`, in
+    /// sequence order, and the last sequence scanned.
+    fn pending_in(&self, lane: Lane, after: u64, limit: usize) -> Result<LaneScan, SourceError> {
         let page = self.pending(after, limit)?;
         let last = page.last().map(|(s, _)| *s);
-        Ok((
-            page.into_iter().filter(|(_, r)| matches!(r, OutboxRecord::Alert { .. })).collect(),
-            last,
-        ))
+        Ok((page.into_iter().filter(|(_, r)| Lane::of(r) == lane).collect(), last))
     }
     /// The sequence the next outbox record will get: records below it exist now or were acked.
     fn next_seq(&self) -> Result<u64, SourceError>;
@@ -89,23 +119,22 @@ impl OutboxSource for Mutex<Store> {
             .collect()
     }
 
-    fn pending_alerts(&self, after: u64, limit: usize) -> Result<AlertScan, SourceError> {
-        // Events and raw samples are told by their bytes and not decoded (a backlog of an hour
-        // is scanned for its alerts once per connection).
-        let (raw, last) = self.lock().map_err(|_| SourceError::LockPoisoned)?.outbox_scan(
-            after,
-            limit,
-            OutboxRecord::may_be_alert,
-        )?;
-        let mut alerts = Vec::new();
+    fn pending_in(&self, lane: Lane, after: u64, limit: usize) -> Result<LaneScan, SourceError> {
+        // Events and raw samples of other lanes are told by their bytes and not decoded (a
+        // backlog of an hour is scanned once per lane and connection).
+        let (raw, last) =
+            self.lock()
+                .map_err(|_| SourceError::LockPoisoned)?
+                .outbox_scan(after, limit, |b| lane.may_hold(b))?;
+        let mut found = Vec::new();
         for (seq, b) in raw {
             match OutboxRecord::decode(&b) {
-                Ok(r @ OutboxRecord::Alert { .. }) => alerts.push((seq, r)),
+                Ok(r) if Lane::of(&r) == lane => found.push((seq, r)),
                 Ok(_) => {}
                 Err(e) => return Err(SourceError::BadRecord { seq, what: e.to_string() }),
             }
         }
-        Ok((alerts, last))
+        Ok((found, last))
     }
 
     fn next_seq(&self) -> Result<u64, SourceError> {
@@ -276,7 +305,7 @@ mod tests {
     }
 
     #[test]
-    fn the_alert_scan_returns_alerts_only_and_how_far_it_read() {
+    fn a_lane_scan_returns_its_records_only_and_how_far_it_read() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
         s.append_journal(&[(1, b"x".to_vec())]).unwrap();
@@ -300,12 +329,33 @@ mod tests {
             reason: "shed".into(),
             declared_at_ms: 1,
         });
-        let recs = [&event, &alert, &gap, &event, &alert].map(OutboxRecord::encode);
+        let samples = OutboxRecord::Samples {
+            machine: "m".into(),
+            sensor: "s".into(),
+            journal_pos: 1,
+            t0_ms: 0,
+            rate_hz: 10.0,
+            n: 3,
+        };
+        let recs = [&event, &alert, &gap, &samples, &alert].map(OutboxRecord::encode);
         s.checkpoint(1, b"d", &recs).unwrap();
         let src = Mutex::new(s);
-        assert_eq!(src.pending_alerts(0, 4).unwrap(), (vec![(2, alert.clone())], Some(4)));
-        assert_eq!(src.pending_alerts(4, 4).unwrap(), (vec![(5, alert)], Some(5)));
-        assert_eq!(src.pending_alerts(5, 4).unwrap(), (vec![], None));
+        let memory = MemorySource::new();
+        for r in [&event, &alert, &gap, &samples, &alert] {
+            memory.push(r.clone()).unwrap();
+        }
+        for src in [&src as &dyn OutboxSource, &memory] {
+            let scan = |lane, after, limit| src.pending_in(lane, after, limit).unwrap();
+            assert_eq!(scan(Lane::Alerts, 0, 4), (vec![(2, alert.clone())], Some(4)));
+            assert_eq!(scan(Lane::Alerts, 4, 4), (vec![(5, alert.clone())], Some(5)));
+            assert_eq!(scan(Lane::Alerts, 5, 4), (vec![], None));
+            assert_eq!(
+                scan(Lane::Events, 0, 9),
+                (vec![(1, event.clone()), (3, gap.clone())], Some(5))
+            );
+            assert_eq!(scan(Lane::Samples, 1, 2), (vec![], Some(3)));
+            assert_eq!(scan(Lane::Samples, 3, 2), (vec![(4, samples.clone())], Some(5)));
+        }
     }
 
     #[test]
