@@ -8,7 +8,10 @@
 //!   (unpaced; store cache 64 MiB, window 64 and the daemon's byte window unless given, the
 //!   daemon's acknowledgement settings) until the outbox is empty, i.e. every record is
 //!   acknowledged and removed (looked at every 5 ms; made durable by the forwarder's sync at
-//!   shutdown, after the clock stops); prints one JSON line with counts, seconds and rates.
+//!   shutdown, after the clock stops); prints one JSON line with counts, seconds and rates. A
+//!   subscriber of its own on `events/#` counts the events the broker delivers: the event rate
+//!   is the events over the time until the last of them reached it (the backlog's raw samples
+//!   go after its events), the sample rate the raw samples over the whole drain.
 //! `mqtt_drain lines N FILE [frames]` — N event JSON lines for `mosquitto_pub -l` (same size as
 //!   ours); with `frames`, every second line instead carries as many bytes as one of our encoded
 //!   3200-sample frames (the same messages and bytes as the backlog of `fill`).
@@ -22,6 +25,7 @@ use linegate::config::MqttForwardConfig;
 use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
 use linegate::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
 const T0: i64 = 1_700_000_000_000;
 const RATE: usize = 3200;
@@ -82,6 +86,44 @@ fn fill(path: &str, minutes: u64, sensors: usize, frames: bool) {
     }
 }
 
+/// Events delivered to the subscriber, and when the last of them arrived (monotonic ms).
+#[derive(Default)]
+struct Delivered {
+    events: u64,
+    last_ms: i64,
+}
+
+/// Subscribes to `linegate/bench/events/#` at QoS 1 and, once the broker has confirmed it,
+/// counts the events of every payload (one `"event_id"` per event) as they arrive.
+async fn subscribe_events(
+    port: u16,
+    clock: Arc<SystemClock>,
+) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Delivered>>) {
+    let mut o = MqttOptions::new("linegate-bench-sub", "127.0.0.1", port);
+    o.set_max_packet_size(1 << 20, 1 << 20).set_keep_alive(Duration::from_secs(30));
+    let (client, mut eventloop) = AsyncClient::new(o, 16);
+    client.subscribe("linegate/bench/events/#", QoS::AtLeastOnce).await.unwrap();
+    loop {
+        if let Event::Incoming(Packet::SubAck(_)) = eventloop.poll().await.unwrap() {
+            break;
+        }
+    }
+    let delivered = Arc::new(Mutex::new(Delivered::default()));
+    let d = delivered.clone();
+    let task = tokio::spawn(async move {
+        let _client = client; // the event loop ends when its client is dropped
+        while let Ok(e) = eventloop.poll().await {
+            if let Event::Incoming(Packet::Publish(p)) = e {
+                let n = p.payload.windows(10).filter(|w| w == b"\"event_id\"").count();
+                let mut d = d.lock().unwrap();
+                d.events += n as u64;
+                d.last_ms = clock.monotonic_ms();
+            }
+        }
+    });
+    (task, delivered)
+}
+
 /// `drain STORE PORT [CACHE_MIB [INFLIGHT [INFLIGHT_KIB]]]`: the store's page cache (`[store]
 /// cache`, default 64 MiB) and the in-flight window (`[mqtt] inflight`, default 64, and
 /// `inflight_bytes`, default the daemon's).
@@ -136,6 +178,7 @@ async fn drain(args: &[String]) {
         }
     });
     let clock = Arc::new(SystemClock::new());
+    let (subscriber, delivered) = subscribe_events(port, clock.clone()).await;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let stats = Arc::new(ForwardStats::default());
     let src: Arc<dyn OutboxSource> = store.clone();
@@ -152,6 +195,17 @@ async fn drain(args: &[String]) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let secs = (clock.monotonic_ms() - start) as f64 / 1000.0;
+    // The last events' PUBLISHes to the subscriber may still be on their way.
+    for _ in 0..1000 {
+        if delivered.lock().unwrap().events >= events {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    subscriber.abort();
+    let d = std::mem::take(&mut *delivered.lock().unwrap());
+    assert!(d.events >= events, "the subscriber got {} of {events} events", d.events);
+    let events_secs = (d.last_ms - start) as f64 / 1000.0;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     trim.abort();
@@ -160,7 +214,8 @@ async fn drain(args: &[String]) {
         "{}",
         serde_json::json!({
             "events": events, "frames": frames, "publishes": publishes, "seconds": secs,
-            "events_per_s": events as f64 / secs,
+            "events_seconds": events_secs, "events_delivered": d.events,
+            "events_per_s": events as f64 / events_secs,
             "records_per_s": (events + frames) as f64 / secs,
             "sample_mb_per_s": sample_bytes as f64 / 1e6 / secs,
         })
