@@ -21,6 +21,8 @@ use mqtt::*;
 use tokio::sync::{watch, Notify};
 
 const ROOT: &str = "lg/gw";
+/// Event time of `seq` 0 (the events of `support/mqtt.rs` are one second apart from it).
+const T0_MS: i64 = 1_700_000_000_000;
 
 fn config(port: u16) -> ForwarderConfig {
     ForwarderConfig {
@@ -183,26 +185,50 @@ async fn broker_restart(persistence: bool) {
     broker.stop();
     proxy.open.send(false).unwrap();
     drop(sub);
-    store.add(&[], |_| {
-        let mut r = events(&["s1", "s2"], 21, 60);
+    // Each second of the outage: a raw-samples block of s1 and the events of s1 and s2.
+    let t0 = |seq: u64| T0_MS + 1000 * seq as i64;
+    let lines: Vec<Vec<u8>> = (21..=60).map(|q| samples_line("m1", "s1", t0(q), 64)).collect();
+    store.add(&lines, |pos| {
+        let mut r = Vec::new();
+        for (i, q) in (21..=60).enumerate() {
+            r.push(samples("m1", "s1", pos + i as u64, t0(q), 64));
+            r.extend(events(&["s1", "s2"], q, q));
+        }
         r.push(alert("m1", 1));
         r
     });
     fw.notify.notify_one();
     tokio::time::sleep(Duration::from_secs(30)).await; // the outage itself
-    assert_eq!(store.pending(), 81, "nothing leaves the outbox while the broker is away");
+    assert_eq!(store.pending(), 121, "nothing leaves the outbox while the broker is away");
 
     broker.restart();
     let sub = Subscriber::start(dir.path(), broker.port, ROOT, &[]);
     proxy.open.send(true).unwrap();
     wait_until("backlog acknowledged", 1500, || store.pending() == 0).await;
-    wait_until("backlog delivered", 500, || received_events(&sub.messages()).len() >= 80).await;
-    let got = by_sensor(&received_events(&sub.messages()));
+    wait_until("backlog delivered", 500, || {
+        received_events(&sub.messages()).len() >= 80 && sub.on("/samples/").len() >= 40
+    })
+    .await;
+    let msgs = sub.messages();
+    let last_event = msgs.iter().rposition(|(t, _)| t.contains("/events/")).unwrap();
+    let first_frame = msgs.iter().position(|(t, _)| t.contains("/samples/")).unwrap();
+    assert!(last_event < first_frame, "the backlog's events all arrive before its raw samples");
+    let mut frames: Vec<i64> = Vec::new();
+    for (_, p) in sub.on("/samples/m1/s1") {
+        let f = SamplesFrame::decode(&p).unwrap();
+        assert_eq!(f.values.len(), 64);
+        if !frames.contains(&f.t0_ms) {
+            frames.push(f.t0_ms);
+        }
+    }
+    assert_eq!(frames, (21..=60).map(t0).collect::<Vec<_>>(), "every frame, in time order");
+    let got = by_sensor(&received_events(&msgs));
     for s in ["s1", "s2"] {
         assert_eq!(seqs(&got[s]), (21..=60).collect::<Vec<_>>(), "{s}: order intact after dedup");
         assert!(got[s].iter().all(|e| e["replayed"] == true), "{s}: backlog marked replayed");
-        assert!(got[s].iter().all(|e| e["ts_ms"].as_i64().unwrap()
-            == 1_700_000_000_000 + 1000 * e["seq"].as_i64().unwrap()));
+        assert!(got[s]
+            .iter()
+            .all(|e| e["ts_ms"].as_i64().unwrap() == t0(e["seq"].as_u64().unwrap())));
     }
     assert_eq!(sub.on("/alerts/m1").len(), 1);
     assert!(fw.stats.connects.load(Ordering::Relaxed) >= 2);
