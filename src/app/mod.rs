@@ -223,7 +223,13 @@ pub async fn run(
     // The aborted tasks' clones of the store go before the close below, within its bound.
     let _ = tokio::time::timeout(shutdown::STORE_CLOSE, join_all(services)).await;
     shutdown::close_store(store, shutdown::STORE_CLOSE).await;
-    // The decide stage's own error explains an ingest task's `StageGone`: report it first.
+    // The decide stage's own error explains an ingest task's `StageGone`: report it first; an
+    // ingest task's error of another kind is logged rather than lost.
+    if let (Err(_), Err(e)) = (&decided, &ingest_result) {
+        if !matches!(e, AppError::StageGone("decide")) {
+            tracing::error!(error = %e, "an ingest task failed too");
+        }
+    }
     decided.and(ingest_result).and(forwarded)
 }
 
