@@ -5,9 +5,9 @@
 //!   ([`Telemetry::checkpointed`]): the decision counters (records, duplicates, late and too late,
 //!   rejected by reason, alerts), the rule state, each machine's watermark and lag, and the
 //!   processing latency of the batches the checkpoint covers.
-//! - [`sample_loop`]: every [`SAMPLE_INTERVAL`], what only the store knows — outbox depth by kind
-//!   (records and bytes), the backlog's drain rate and ETA, the store's bytes on disk and its
-//!   fsync count — the MQTT forwarder's counters ([`ForwardStats`]: connection state, attempts,
+//! - [`sample_loop`]: every [`SAMPLE_INTERVAL`] (less often while a large outbox makes a look
+//!   long), what only the store knows — outbox depth by kind (records and bytes), the backlog's
+//!   drain rate and ETA, the store's bytes on disk and its fsync count — the MQTT forwarder's counters ([`ForwardStats`]: connection state, attempts,
 //!   sessions, PUBLISHes, PUBACKs, in flight), and the gateway clock's state from the kernel
 //!   (`adjtimex`).
 //! - Where the work happens: the journal's group commits time themselves
@@ -29,7 +29,6 @@ use crate::decide::Decider;
 use crate::event::ClockState;
 use crate::forward::ForwardStats;
 use crate::outbox::{Bulk, OutboxRecord};
-use crate::store::Store;
 use crate::telemetry::drain::DrainRate;
 use crate::telemetry::watchdog::Heartbeat;
 use crate::telemetry::{BrokerState, Metrics, OutboxKind};
@@ -104,13 +103,33 @@ struct StoreSample {
     disk_bytes: u64,
 }
 
-fn sample_store(store: &Store) -> Result<StoreSample, AppError> {
-    let mut s = StoreSample::default();
+/// Looks at the store: under its lock only long enough to start the outbox iterator and read
+/// the outbox's next sequence and the disk use; the outbox is then walked without the lock (sled
+/// is safe to read beside writers), up to the records that existed while it was held. A backlog of
+/// a day is over a million records: walking it held the pipeline's checkpoints for most of
+/// every second.
+fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
+    let (records, next, disk_bytes) = {
+        let s = lock(store)?;
+        (s.outbox_pending(), s.next_outbox_seq(), s.disk_usage()?)
+    };
+    tally_outbox(records, next, disk_bytes)
+}
+
+/// Counts `records` below sequence `next` by kind; see [`sample_store`].
+fn tally_outbox(
+    records: impl Iterator<Item = Result<(u64, Vec<u8>), crate::store::StoreError>>,
+    next: u64,
+    disk_bytes: u64,
+) -> Result<StoreSample, AppError> {
+    let mut s = StoreSample { disk_bytes, ..StoreSample::default() };
     let mut pending = 0u64;
-    for r in store.outbox_pending() {
+    for r in records {
         let (seq, bytes) = r?;
-        // Events and raw samples, the bulk of a backlog, are told by their bytes: this runs
-        // every second under the store's lock, and decoding an hour of backlog took long.
+        if seq >= next {
+            break; // written since: the next look counts it
+        }
+        // Events and raw samples, the bulk of a backlog, are told by their bytes.
         let kind = match OutboxRecord::peek_bulk(&bytes) {
             Some(Bulk::Event) => OutboxKind::Event,
             Some(Bulk::Samples) => OutboxKind::Samples,
@@ -124,10 +143,20 @@ fn sample_store(store: &Store) -> Result<StoreSample, AppError> {
         e.1 += bytes.len() as u64;
         pending += 1;
     }
-    s.removed_total = store.next_outbox_seq().saturating_sub(1).saturating_sub(pending);
-    s.disk_bytes = store.disk_usage()?;
+    // Records removed while walking were removed: the total only grows from one look to the next.
+    s.removed_total = next.saturating_sub(1).saturating_sub(pending);
     Ok(s)
 }
+
+/// When the store may be looked at again after a look that began at `started_ms` and took
+/// `took_ms`: the next interval, or later when looks get long (a large backlog), so that they take
+/// at most a `1 / LOOK_DUTY` share of the time.
+fn next_look_ms(started_ms: i64, took_ms: i64) -> i64 {
+    started_ms + (took_ms * LOOK_DUTY).max(SAMPLE_INTERVAL.as_millis() as i64)
+}
+
+/// See [`next_look_ms`].
+const LOOK_DUTY: i64 = 20;
 
 /// The forwarder's counters as the metrics take them.
 fn broker_state(f: &ForwardStats) -> BrokerState {
@@ -161,11 +190,21 @@ pub(super) async fn sample_loop(
 ) {
     let clock = SystemClock::new();
     let mut drain = DrainRate::new(DRAIN_WINDOW_MS);
+    let mut look_at_ms = i64::MIN;
     loop {
-        let shared = store.clone();
-        let sampled = tokio::task::spawn_blocking(move || sample_store(&*lock(&shared)?)).await;
-        match sampled.map_err(AppError::from).and_then(|r| r) {
-            Ok(s) => {
+        let started = clock.monotonic_ms();
+        let sampled = match started >= look_at_ms {
+            true => {
+                let shared = store.clone();
+                let s = tokio::task::spawn_blocking(move || sample_store(&shared)).await;
+                look_at_ms = next_look_ms(started, clock.monotonic_ms() - started);
+                Some(s.map_err(AppError::from).and_then(|r| r))
+            }
+            false => None, // the last look's gauges stand
+        };
+        match sampled {
+            None => {}
+            Some(Ok(s)) => {
                 let m = &telemetry.metrics;
                 let mut backlog = 0;
                 for kind in OutboxKind::ALL {
@@ -177,7 +216,7 @@ pub(super) async fn sample_loop(
                 m.set_replay_progress(backlog, rate);
                 m.set_store_bytes(s.disk_bytes);
             }
-            Err(e) => tracing::warn!(error = %e, "metrics: cannot read the store"),
+            Some(Err(e)) => tracing::warn!(error = %e, "metrics: cannot read the store"),
         }
         let m = &telemetry.metrics;
         m.set_fsyncs(crate::store::fsyncs_total());
@@ -211,12 +250,13 @@ pub(super) async fn bind_metrics(listen: &str) -> Option<TcpListener> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::store::StoreOptions;
+    use crate::store::{Store, StoreOptions};
 
     #[test]
     fn a_sample_counts_the_outbox_by_kind_and_what_left_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
+        let s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
+        let store: SharedStore = Arc::new(Mutex::new(s));
         let samples = OutboxRecord::Samples {
             machine: "m".into(),
             sensor: "s".into(),
@@ -232,16 +272,51 @@ mod tests {
             json: b"{}".to_vec(),
         };
         let recs = [samples.encode(), samples.encode(), alert.encode()];
-        s.append_journal(&[(0, b"x".to_vec())]).unwrap();
-        s.checkpoint(1, b"", &recs).unwrap();
-        s.outbox_ack(1).unwrap();
-        let got = sample_store(&s).unwrap();
+        {
+            let mut s = store.lock().unwrap();
+            s.append_journal(&[(0, b"x".to_vec())]).unwrap();
+            s.checkpoint(1, b"", &recs).unwrap();
+            s.outbox_ack(1).unwrap();
+        }
+        let got = sample_store(&store).unwrap();
         let n = |k| got.outbox.get(&k).copied().unwrap_or((0, 0));
         assert_eq!(n(OutboxKind::Samples), (1, recs[0].len() as u64));
         assert_eq!(n(OutboxKind::Alert), (1, recs[2].len() as u64));
         assert_eq!(n(OutboxKind::Event), (0, 0));
         assert_eq!(got.removed_total, 1);
         assert!(got.disk_bytes > 0);
+    }
+
+    #[test]
+    fn a_walk_counts_only_what_existed_under_the_lock_and_what_left_meanwhile_as_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
+        let alert = |n: u32| {
+            let json = b"{}".to_vec();
+            OutboxRecord::Alert {
+                machine: "m".into(),
+                alert_id: format!("a{n}"),
+                revision: 0,
+                json,
+            }
+        };
+        s.append_journal(&[(0, b"x".to_vec()), (0, b"y".to_vec())]).unwrap();
+        s.checkpoint(1, b"", &[alert(1).encode(), alert(2).encode(), alert(3).encode()]).unwrap();
+        // The look starts (under the lock), then the pipeline and the forwarder go on.
+        let (records, next) = (s.outbox_pending(), s.next_outbox_seq());
+        s.outbox_ack(1).unwrap();
+        s.checkpoint(2, b"", &[alert(4).encode()]).unwrap();
+        let got = tally_outbox(records, next, 0).unwrap();
+        let (pending, _) = got.outbox[&OutboxKind::Alert];
+        assert_eq!(pending, 2, "records 2 and 3: sled's iterator reads as it goes");
+        assert_eq!(got.removed_total, 1, "record 4 is neither pending nor removed");
+    }
+
+    #[test]
+    fn looks_at_a_large_outbox_are_spaced_by_their_cost() {
+        assert_eq!(next_look_ms(10_000, 3), 11_000, "a quick look: the next interval");
+        assert_eq!(next_look_ms(10_000, 50), 11_000);
+        assert_eq!(next_look_ms(10_000, 400), 18_000, "a 400 ms look: 1/20 of the time");
     }
 
     #[test]
