@@ -10,9 +10,12 @@ fn open(dir: &Path) -> Store {
     Store::open(dir, small()).unwrap()
 }
 
-/// Writes `value` under `key` in `tree` with sled directly (the store closed).
+/// Writes `value` under `key` in `tree` with sled directly (the store closed). Opened as the
+/// store opens sled, waiting for the file lock: sled's IO threads can hold it a moment after the
+/// store was dropped (a flake of this test under load), and without a flusher thread that would
+/// hold it after this drop.
 fn poke(dir: &Path, tree: &str, key: &[u8], value: &[u8]) {
-    let db = sled::Config::new().path(dir).open().unwrap();
+    let db = open_waiting_for_lock(&sled::Config::new().path(dir).flush_every_ms(None)).unwrap();
     db.open_tree(tree).unwrap().insert(key, value).unwrap();
     db.flush().unwrap();
 }
