@@ -28,8 +28,9 @@
 //!
 //! sled's own `flush` is not a full fsync on Linux (see `fsync.rs`), so every commit here is
 //! first an `fdatasync` of the segment being written (and of `raw/` and the store directory when
-//! a segment was created or deleted), then `Db::flush`, then an fsync of every file of the sled
-//! database and of its directory. sled's background flusher is off, so a reference to a raw line
+//! a segment was created or deleted), then `Db::flush`, then an fsync of sled's log and of every
+//! other file of the sled database or directory that is new or changed since the last commit
+//! (sled writes those once; `fsync.rs`). sled's background flusher is off, so a reference to a raw line
 //! reaches sled's files durably only after the line's bytes did (`segments.rs`).
 //!
 //! - [`Store::append_journal`] is *not* durable by itself: many appends, then one
@@ -73,7 +74,7 @@ mod state;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
@@ -147,6 +148,8 @@ pub struct Store {
     acks_unsynced: AtomicBool,
     /// A write or commit failed: what is in memory may be ahead of what is durable.
     poisoned: AtomicBool,
+    /// What commits made durable under `path`, so that the next fsyncs only what may have changed.
+    synced: Mutex<fsync::Synced>,
 }
 
 pub(crate) const JOURNAL: &str = "journal";
@@ -193,6 +196,7 @@ impl Store {
             dirty: AtomicBool::new(false),
             acks_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            synced: Mutex::new(fsync::Synced::default()),
         };
         store.load_positions()?;
         Ok(store)
@@ -230,9 +234,11 @@ impl Store {
         self.segments.sync().map_err(|e| self.segment_err(e))?;
         self.db.flush().map_err(self.sled_err("flush"))?;
         failpoint!("store::commit::before_fsync");
-        fsync::fsync_dir_files(&self.path, Some(RAW_DIR)).map_err(|(file, source)| {
-            StoreError::Fsync { path: self.path.clone(), file, source }
-        })?;
+        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        fsync::fsync_dir_files(&self.path, Some(RAW_DIR), &mut synced).map_err(
+            |(file, source)| StoreError::Fsync { path: self.path.clone(), file, source },
+        )?;
+        drop(synced);
         self.dirty.store(false, Ordering::Release);
         self.acks_unsynced.store(false, Ordering::Release);
         if self.gc_due.swap(false, Ordering::AcqRel) {
