@@ -7,9 +7,9 @@
 //!   processing latency of the batches the checkpoint covers.
 //! - [`sample_loop`]: every [`SAMPLE_INTERVAL`] (less often while a large outbox makes a look
 //!   long), what only the store knows — outbox depth by kind (records and bytes), the backlog's
-//!   drain rate and ETA, the store's bytes on disk and its fsync count — the MQTT forwarder's counters ([`ForwardStats`]: connection state, attempts,
-//!   sessions, PUBLISHes, PUBACKs, in flight), and the gateway clock's state from the kernel
-//!   (`adjtimex`).
+//!   drain rate and ETA, the store's bytes on disk and its fsync count — the MQTT forwarder's
+//!   counters ([`ForwardStats`]: connection state, attempts, sessions, PUBLISHes, PUBACKs, in
+//!   flight), and the gateway clock's state from the kernel (`adjtimex`).
 //! - Where the work happens: the journal's group commits time themselves
 //!   ([`Telemetry::journal_committed`]), and bus sources count their FIFO overruns
 //!   (`super::live_bus`).
