@@ -8,6 +8,8 @@
 # written back during the drain). Each drain and the alert latency during a drain also run, in the same trial,
 # with the byte window (`[mqtt] inflight_bytes`) opened to 1 GiB, beside the default, and the
 # alert latency once more during a drain at the daemon's default pace (2000 records/s).
+# Every alert latency run also times a bare fsync of 1 KiB beside the store between its alerts
+# (`disk_fsync_*`): the floor an alert that must be durable before it is published cannot go below.
 # Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
 # Usage: benches/mqtt_drain.sh [MINUTES] [SENSORS] [TRIALS] [CACHE_MIB]
 #   MINUTES of backlog of SENSORS sensors (per sensor and second one event and one 3200-sample
@@ -82,6 +84,7 @@ def window(drain, events_only, during):
         "alert_p99_ms_during_drain": med(lambda r: r[during]["p99_ms"]),
         "alert_to_commit_p99_ms_during_drain": med(lambda r: r[during]["to_commit_p99_ms"]),
         "alert_forwarder_p99_ms_during_drain": med(lambda r: r[during]["forwarder_p99_ms"]),
+        "disk_fsync_p99_ms_during_drain": med(lambda r: r[during]["disk_fsync_p99_ms"]),
     }
 print(json.dumps({
     "trials": len(rows),
@@ -97,9 +100,15 @@ print(json.dumps({
     "alert_p99_ms_idle": med(lambda r: r["alert_idle"]["p99_ms"]),
     "alert_to_commit_p99_ms_idle": med(lambda r: r["alert_idle"]["to_commit_p99_ms"]),
     "alert_forwarder_p99_ms_idle": med(lambda r: r["alert_idle"]["forwarder_p99_ms"]),
+    "disk_fsync_p50_ms_idle": med(lambda r: r["alert_idle"]["disk_fsync_p50_ms"]),
+    "disk_fsync_p99_ms_idle": med(lambda r: r["alert_idle"]["disk_fsync_p99_ms"]),
+    "alert_minus_disk_fsync_p99_ms_idle_per_trial_median":
+        med(lambda r: r["alert_idle"]["p99_ms"] - r["alert_idle"]["disk_fsync_p99_ms"]),
     "alert_p99_ms_during_paced_drain": med(lambda r: r["alert_during_paced_drain"]["p99_ms"]),
     "alert_to_commit_p99_ms_during_paced_drain":
         med(lambda r: r["alert_during_paced_drain"]["to_commit_p99_ms"]),
+    "disk_fsync_p99_ms_during_paced_drain":
+        med(lambda r: r["alert_during_paced_drain"]["disk_fsync_p99_ms"]),
     "events_only_to_mosquitto_pub_per_trial_median":
         med(lambda r: r["events_only"]["events_per_s"] / r["mosquitto_pub_msgs_per_s"]),
     "with_frames_to_mosquitto_pub_per_trial_median":

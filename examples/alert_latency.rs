@@ -19,11 +19,19 @@
 //!   outbox and hands its PUBLISH to rumqttc, which writes it;
 //! - **t1**: the proxy reads the bytes holding the alert's topic from the forwarder's socket.
 //!
+//! The disk's own floor, side by side: between alerts (after alert `k` arrived, before the
+//! 20 ms pause) the bench appends 1 KiB to a file beside the store (`STORE.fsync-probe`, the same
+//! file system) and times its `fsync` alone, as the store's commit fsyncs sled's log. An alert must
+//! be durable before it is published, so its latency cannot go below one such fsync; the probe
+//! percentiles say how much of the alert's is the disk's.
+//!
 //! Not included: the pipeline's group-commit wait (`[store] commit_interval`, when the pipeline
 //! waits for it before committing an alert) and the broker's delivery to subscribers. Alerts go
 //! every 20 ms, so each is decided while the previous ones' PUBACKs are settled.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -107,6 +115,14 @@ fn event(machine: &str, seq: u64, ts_ms: i64, value: f64) -> Event {
     }
 }
 
+/// One probe: appends 1 KiB to `probe` and returns how long its fsync took, in ms.
+fn probe_fsync(probe: &mut File) -> f64 {
+    probe.write_all(&[b'p'; 1024]).unwrap();
+    let t = now();
+    probe.sync_all().unwrap();
+    now().duration_since(t).as_secs_f64() * 1000.0
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -165,6 +181,9 @@ async fn bench(
     // Per alert: total latency, the part up to the end of the pipeline's commit, and the rest
     // (the forwarder's: wake, read, PUBLISH, write).
     let (mut latencies, mut committed, mut forwarder) = (Vec::new(), Vec::new(), Vec::new());
+    let probe_path = format!("{path}.fsync-probe");
+    let mut probe = OpenOptions::new().create(true).append(true).open(&probe_path).unwrap();
+    let mut fsyncs = Vec::new();
     for k in 0..alerts {
         let machine = format!("lat{k}");
         let at = T0 + 10_000 * k as i64;
@@ -206,11 +225,15 @@ async fn bench(
         assert_eq!(got, k, "alerts arrive in order");
         latencies.push(t1.duration_since(t0).as_secs_f64() * 1000.0);
         forwarder.push(latencies[k] - committed[k]);
+        fsyncs.push(tokio::task::block_in_place(|| probe_fsync(&mut probe)));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = store.lock().unwrap().outbox_depth().unwrap().0;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
+    drop(probe);
+    std::fs::remove_file(&probe_path).unwrap();
+    fsyncs.sort_by(f64::total_cmp);
     latencies.sort_by(f64::total_cmp);
     committed.sort_by(f64::total_cmp);
     forwarder.sort_by(f64::total_cmp);
@@ -224,6 +247,8 @@ async fn bench(
             "to_commit_p99_ms": percentile(&committed, 0.99),
             "forwarder_p50_ms": percentile(&forwarder, 0.5),
             "forwarder_p99_ms": percentile(&forwarder, 0.99),
+            "disk_fsync_p50_ms": percentile(&fsyncs, 0.5),
+            "disk_fsync_p99_ms": percentile(&fsyncs, 0.99),
         })
     );
 }
