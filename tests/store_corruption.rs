@@ -176,29 +176,13 @@ fn unreadable_files_open_recovered_or_intact() {
     recovers_and_works(&dir);
 }
 
-/// sled opened directly, as `Store::open` opens it: waiting (up to 2 s, counted in tries) for
-/// the file lock, which sled's IO threads can hold a moment after the store was dropped; no
-/// flusher thread, which would hold it after this one is.
-fn open_sled(dir: &Path) -> sled::Db {
-    let config = sled::Config::new().path(dir).flush_every_ms(None);
-    for _ in 0..200 {
-        match config.open() {
-            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => return other.unwrap(),
-        }
-    }
-    panic!("{}: sled's file lock still held after 2 s", dir.display());
-}
-
 #[test]
 fn a_record_that_does_not_decode_is_found_at_start_up_and_counted() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = populated(tmp.path());
     {
-        let db = open_sled(&dir);
+        let db = linegate::store::open_sled_directly(&dir).unwrap();
         let mut key = b"o/".to_vec();
         key.extend_from_slice(&3u64.to_be_bytes());
         db.open_tree("state").unwrap().insert(key, &b"\x01garbage"[..]).unwrap();

@@ -298,6 +298,15 @@ impl Store {
 /// How many times, 10 ms apart, [`Store::open`] tries to take sled's file lock (2 s in all).
 const LOCK_TRIES: u32 = 200;
 
+/// sled opened on a closed store's directory `dir` directly, as [`Store::open`] opens it: no
+/// background flusher, and waiting for the file lock that a dropped store's IO threads may still
+/// hold. For tests that write into the trees to damage a store; everything else goes through
+/// [`Store`].
+#[doc(hidden)]
+pub fn open_sled_directly(dir: &Path) -> sled::Result<sled::Db> {
+    open_waiting_for_lock(&sled::Config::new().path(dir).flush_every_ms(None))
+}
+
 /// Opens sled, retrying for up to 2 s while its file lock is held. Dropping a sled 0.34 `Db`
 /// does not close its file at once: tasks on sled's IO thread pool can still hold it for a
 /// moment, so reopening the same directory in the same process can find the lock taken (the

@@ -10,12 +10,11 @@ fn open(dir: &Path) -> Store {
     Store::open(dir, small()).unwrap()
 }
 
-/// Writes `value` under `key` in `tree` with sled directly (the store closed). Opened as the
-/// store opens sled, waiting for the file lock: sled's IO threads can hold it a moment after the
-/// store was dropped (a flake of this test under load), and without a flusher thread that would
-/// hold it after this drop.
+/// Writes `value` under `key` in `tree` with sled directly (the store closed), opened as the
+/// store opens it (sled's IO threads can hold the file lock a moment after the store was dropped:
+/// a flake of this test under load).
 fn poke(dir: &Path, tree: &str, key: &[u8], value: &[u8]) {
-    let db = open_waiting_for_lock(&sled::Config::new().path(dir).flush_every_ms(None)).unwrap();
+    let db = open_sled_directly(dir).unwrap();
     db.open_tree(tree).unwrap().insert(key, value).unwrap();
     db.flush().unwrap();
 }
