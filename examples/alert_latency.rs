@@ -13,10 +13,12 @@
 //! third one raises the alert.
 //! Measured, per alert, with one monotonic clock:
 //! - **t0**: the third event's line arrives (before it is journaled);
-//! - then what the pipeline does: the line is appended to the journal, the rule decides it and
-//!   returns the alert record, the checkpoint writes the outbox record with its ledger record
-//!   (one commit, real fsync), `outbox_grew` is notified; the forwarder reads the alert from the
-//!   outbox and hands its PUBLISH to rumqttc, which writes it;
+//! - then what the pipeline does: the line is appended to the journal and committed (the
+//!   ingest's group commit, real fsync), the rule decides it and returns the alert record, the
+//!   checkpoint's batch (the outbox record with its ledger record) is applied, `outbox_grew` is
+//!   notified, and the batch is committed under the store's shared lock (a second fsync) while
+//!   the forwarder reads the alert from the outbox and hands its PUBLISH to rumqttc, which
+//!   writes it;
 //! - **t1**: the proxy reads the bytes holding the alert's topic from the forwarder's socket.
 //!
 //! The disk's own floor, side by side: between alerts (after alert `k` arrived, before the
@@ -32,9 +34,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{RwLock, RwLockWriteGuard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -134,8 +137,8 @@ async fn bench(
     alerts: usize,
     (inflight, replay_rate, inflight_bytes): (usize, u32, usize),
 ) {
-    let store = Arc::new(Mutex::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
-    let backlog = store.lock().unwrap().outbox_depth().unwrap().0;
+    let store = Arc::new(RwLock::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
+    let backlog = store.read().outbox_depth().unwrap().0;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
@@ -178,9 +181,11 @@ async fn bench(
     let mut config = Config::for_replay_defaults("gw");
     config.time.watermark_bound = WatermarkBound::Fixed(0);
     let mut engine = Engine::new(Params::from_config(&config));
-    // Per alert: total latency, the part up to the end of the pipeline's commit, and the rest
-    // (the forwarder's: wake, read, PUBLISH, write).
-    let (mut latencies, mut committed, mut forwarder) = (Vec::new(), Vec::new(), Vec::new());
+    // Per alert: total latency, the part up to the forwarder's wake-up (ingest commit, decide,
+    // apply), the rest (the forwarder's: wake, read, PUBLISH, write; it overlaps the checkpoint's
+    // commit), and the part up to the end of that commit.
+    let (mut latencies, mut notified, mut forwarder, mut committed) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let probe_path = format!("{path}.fsync-probe");
     let mut probe = OpenOptions::new().create(true).append(true).open(&probe_path).unwrap();
     let mut fsyncs = Vec::new();
@@ -195,8 +200,12 @@ async fn bench(
             if n == 3 {
                 t0 = now();
             }
-            let mut s = store.lock().unwrap();
+            // The ingest: append, then the group commit under the shared lock.
+            let mut s = store.write();
             let pos = s.append_journal(&[(e.ts_ms, line)]).unwrap().end - 1;
+            let s = RwLockWriteGuard::downgrade(s);
+            tokio::task::block_in_place(|| s.commit().unwrap());
+            drop(s);
             out.clear();
             engine.on_event(e.ts_ms, &e, &mut out);
             // Earlier machines' incidents end as ingest time moves on: those records are not
@@ -213,10 +222,15 @@ async fn bench(
                 revision: a.revision,
                 json: serde_json::to_vec(&a).unwrap(),
             };
-            s.checkpoint_with_ledger(pos, b"bench", &[rec.encode()], &[]).unwrap();
+            // The decide stage: apply, wake the forwarder, commit under the shared lock.
+            let mut s = store.write();
+            s.apply_checkpoint_with_archive(pos, b"bench", &[rec.encode()], &[], &[]).unwrap();
+            let s = RwLockWriteGuard::downgrade(s);
+            notified.push(now().duration_since(t0).as_secs_f64() * 1000.0);
+            grew.notify_one();
+            tokio::task::block_in_place(|| s.commit().unwrap());
             drop(s);
             committed.push(now().duration_since(t0).as_secs_f64() * 1000.0);
-            grew.notify_one();
         }
         let (got, t1) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
             .await
@@ -224,11 +238,11 @@ async fn bench(
             .unwrap();
         assert_eq!(got, k, "alerts arrive in order");
         latencies.push(t1.duration_since(t0).as_secs_f64() * 1000.0);
-        forwarder.push(latencies[k] - committed[k]);
+        forwarder.push(latencies[k] - notified[k]);
         fsyncs.push(tokio::task::block_in_place(|| probe_fsync(&mut probe)));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let left = store.lock().unwrap().outbox_depth().unwrap().0;
+    let left = store.read().outbox_depth().unwrap().0;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     drop(probe);
@@ -236,6 +250,7 @@ async fn bench(
     fsyncs.sort_by(f64::total_cmp);
     latencies.sort_by(f64::total_cmp);
     committed.sort_by(f64::total_cmp);
+    notified.sort_by(f64::total_cmp);
     forwarder.sort_by(f64::total_cmp);
     println!(
         "{}",
@@ -243,6 +258,8 @@ async fn bench(
             "alerts": alerts, "backlog_records_at_start": backlog, "backlog_left": left,
             "p50_ms": percentile(&latencies, 0.5), "p99_ms": percentile(&latencies, 0.99),
             "max_ms": latencies[latencies.len() - 1],
+            "to_wake_p50_ms": percentile(&notified, 0.5),
+            "to_wake_p99_ms": percentile(&notified, 0.99),
             "to_commit_p50_ms": percentile(&committed, 0.5),
             "to_commit_p99_ms": percentile(&committed, 0.99),
             "forwarder_p50_ms": percentile(&forwarder, 0.5),

@@ -18,6 +18,8 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
+
+use parking_lot::RwLock;
 use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
@@ -135,9 +137,9 @@ async fn drain(args: &[String]) {
         .get(6)
         .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
     let opts = StoreOptions { cache_bytes: cache_mib << 20, ..StoreOptions::default() };
-    let store = Arc::new(Mutex::new(Store::open(path.as_ref(), opts).unwrap()));
+    let store = Arc::new(RwLock::new(Store::open(path.as_ref(), opts).unwrap()));
     let (mut events, mut frames, mut sample_bytes) = (0u64, 0u64, 0u64);
-    for r in store.lock().unwrap().outbox_pending() {
+    for r in store.read().outbox_pending() {
         match OutboxRecord::decode(&r.unwrap().1).unwrap() {
             OutboxRecord::Event { .. } => events += 1,
             OutboxRecord::Samples { n, .. } => {
@@ -191,7 +193,7 @@ async fn drain(args: &[String]) {
         stop_rx,
         Some(stats.clone()),
     ));
-    while !store.lock().unwrap().outbox_after(0, 1).unwrap().is_empty() {
+    while !store.read().outbox_after(0, 1).unwrap().is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let secs = (clock.monotonic_ms() - start) as f64 / 1000.0;

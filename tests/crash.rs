@@ -30,8 +30,9 @@ const POINTS: &[&str] = &[
     "store::segments::before_fsync", // a commit: before the segment's fdatasync
     "app::ingest::after_commit",     // after fsync, before the source position advances
     "store::checkpoint::before_apply", // before the state batch
-    "store::checkpoint::after_apply", // after the state commit, before publication
-    "app::decide::after_checkpoint", // after the checkpoint, before the forwarder is woken
+    "store::checkpoint::after_apply", // after the state batch, before the forwarder is woken
+    "app::decide::before_commit",    // the forwarder woken, the state batch not yet committed
+    "app::decide::after_checkpoint", // after the checkpoint's commit, before truncation
     "store::outbox::before_ack",     // after publish, before the acknowledgement's removal
     "app::start::after_restart",     // during recovery: after the Restart record
     "app::resume::before_catch_up",  // during recovery: before replaying the journal

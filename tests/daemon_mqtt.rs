@@ -1,7 +1,8 @@
 //! `linegate run` forwarding to a real mosquitto, recorded by an independent subscriber
 //! (`mosquitto_sub`): steady flow on fixture traces, compared with `linegate replay` of the same
-//! trace; the daemon SIGKILLed in the middle of a backlog drain, then restarted; the broker absent
-//! when the daemon starts. Every assertion is on what the subscriber received and on what
+//! trace; the daemon SIGKILLed in the middle of a backlog drain, then restarted; SIGKILLed after
+//! an alert was published and before its checkpoint committed; the broker absent when the daemon
+//! starts. Every assertion is on what the subscriber received and on what
 //! `linegate reconcile` and the ledger say afterwards.
 #![allow(clippy::unwrap_used)]
 
@@ -335,4 +336,51 @@ fn broker_absent_at_start_gets_everything_once_it_comes() {
     let sub = Subscriber::with_session(dir.path(), broker.port, root, "recorder");
     let (alerts, _) = replay(&trace, &cfg, dir.path());
     check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
+}
+
+/// The decide stage wakes the forwarder once a checkpoint's batch is applied, and commits it
+/// while the forwarder publishes. Killed in between, the daemon decides the same records again
+/// after a restart: every alert delivered before the kill is delivered again, identical (same
+/// `alert_id`, `revision` and content, which consumers deduplicate on), and nothing is lost.
+#[cfg(feature = "failpoints")]
+#[test]
+fn killed_after_publishing_an_alert_before_its_checkpoint_commits_sends_it_again_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), free_port(), "max_queued_messages 0");
+    let root = "lg/gw-test";
+    let sub = Subscriber::start(dir.path(), broker.port, root, &[]);
+    let trace = dir.path().join("alerts.jsonl");
+    write_trace(&trace, 80);
+    let cfg = config(dir.path(), "run.toml", "golden.toml", &trace, broker.port, "replay_rate = 0");
+    // Every checkpoint waits 5 s between its applied batch and its commit: the kill below, right
+    // after the subscriber got an alert, lands in that wait.
+    let mut child = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env("FAILPOINTS", "app::decide::before_commit=sleep(5000)")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("an alert at the subscriber", 2000, || !delivered(&sub).alerts.is_empty());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = delivered(&sub).alerts;
+    // Delivered, and not durable: its checkpoint (which archives it) had not committed.
+    let archived: BTreeSet<_> = cli(&["dump", "alerts"], &cfg)
+        .lines()
+        .map(|l| alert_key(&serde_json::from_str(l).unwrap()))
+        .collect();
+    for a in &before {
+        assert!(!archived.contains(&alert_key(a)), "{a} was committed before it was published");
+    }
+
+    run_to_end(&cfg, &[]);
+    check_store(&cfg);
+    let (alerts, _) = replay(&trace, &cfg, dir.path());
+    let d = check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
+    for a in &before {
+        let copies = d.alerts.iter().filter(|b| *b == a).count();
+        assert!(copies >= 2, "published before the kill, then not durable: sent again ({a})");
+    }
 }

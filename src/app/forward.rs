@@ -62,7 +62,7 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || {
         let clock = SystemClock::new();
-        let mut s = lock(&store)?;
+        let mut s = lock(&store);
         let seqs: Vec<u64> = s
             .outbox_pending()
             .take(ACK_BATCH)

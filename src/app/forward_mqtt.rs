@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{lock, AppError, ForwardCtx, ForwardSlot, SharedStore};
+use super::{read, AppError, ForwardCtx, ForwardSlot, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::forward::{ForwardError, ForwarderConfig, OutboxSource};
 
@@ -92,7 +92,7 @@ async fn until_empty(store: &SharedStore) -> Result<(), AppError> {
     loop {
         let s = store.clone();
         let empty =
-            tokio::task::spawn_blocking(move || Ok::<_, AppError>(lock(&s)?.outbox_after(0, 1)?))
+            tokio::task::spawn_blocking(move || Ok::<_, AppError>(read(&s).outbox_after(0, 1)?))
                 .await??
                 .is_empty();
         if empty {
@@ -105,5 +105,5 @@ async fn until_empty(store: &SharedStore) -> Result<(), AppError> {
 /// Outbox records awaiting acknowledgement.
 async fn depth(store: &SharedStore) -> Result<u64, AppError> {
     let store = store.clone();
-    tokio::task::spawn_blocking(move || Ok(lock(&store)?.outbox_depth()?.0)).await?
+    tokio::task::spawn_blocking(move || Ok(read(&store).outbox_depth()?.0)).await?
 }

@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 
+use parking_lot::RwLockWriteGuard;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -187,7 +188,7 @@ async fn commit(
 }
 
 /// Appends `lines` to the journal and commits: one group commit, one fsync for the batch, its
-/// duration (with the lock held: append, flush, fsync) reported to `telemetry`. Returns the
+/// duration (append, flush, fsync) reported to `telemetry`. Returns the
 /// records as the decide stage takes them.
 pub(super) async fn journal(
     store: &SharedStore,
@@ -196,11 +197,14 @@ pub(super) async fn journal(
 ) -> Result<Vec<JournalRecord>, AppError> {
     let store = store.clone();
     let (records, took_s) = tokio::task::spawn_blocking(move || {
-        let mut s = lock(&store)?;
+        let mut s = lock(&store);
         // A fresh clock: its monotonic reading is the time since this line.
         let clock = SystemClock::new();
         let range = s.append_journal_from(&lines)?;
+        // Committed under the shared lock: the forwarder reads meanwhile; writers wait.
+        let s = RwLockWriteGuard::downgrade(s);
         s.commit()?;
+        drop(s);
         let took_s = clock.monotonic_s();
         let records: Vec<JournalRecord> = range
             .zip(lines)

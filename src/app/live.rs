@@ -251,7 +251,7 @@ async fn declare(
     }
     let store = store.clone();
     tokio::task::spawn_blocking(move || -> Result<(), AppError> {
-        let mut s = lock(&store)?;
+        let mut s = lock(&store);
         s.declare_gaps(&gaps, now.real_ms)?;
         if !ledger.is_empty() {
             s.append_ledger(&ledger)?;

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use embedded_hal::i2c::ErrorKind;
 use embedded_hal_mock::eh1::i2c::{Mock as I2cMock, Transaction as I2cTx};
@@ -108,8 +108,9 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     let (bus_tx, bus_rx) = mpsc::channel(64);
     let bus = spawn(reader, bus_tx, Arc::new(AtomicBool::new(false)));
 
-    let store: SharedStore =
-        Arc::new(Mutex::new(Store::open(&config.store.path, StoreOptions::default()).unwrap()));
+    let store: SharedStore = Arc::new(parking_lot::RwLock::new(
+        Store::open(&config.store.path, StoreOptions::default()).unwrap(),
+    ));
     // Room for one batch, and nobody reading yet: the ingest must not wait for the decide stage.
     let (tx, rx) = mpsc::channel(1);
     let (_stop_tx, stop) = watch::channel(false);
@@ -138,7 +139,7 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     .unwrap();
     tokio::task::spawn_blocking(move || stage.run(1, rx)).await.unwrap().unwrap();
 
-    let s = store.lock().unwrap();
+    let s = store.read();
     let ledger: Vec<LedgerEntry> = s.ledger_from(1).map(|r| r.unwrap().1.entry).collect();
     let accepted: Vec<(String, u64)> = ledger
         .iter()

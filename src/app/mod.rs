@@ -39,7 +39,9 @@ mod stage;
 pub mod telemetry;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::{mpsc, watch, Notify};
 
@@ -50,8 +52,10 @@ use crate::store::{Store, StoreError, StoreOptions};
 
 pub use forward::{ForwardCtx, ForwardSlot};
 
-/// The store, shared by every stage.
-pub type SharedStore = Arc<Mutex<Store>>;
+/// The store, shared by every stage. Writes take the lock exclusively ([`lock`]); commits take
+/// it shared ([`read`], after a write guard's `downgrade`), so the forwarder reads the outbox
+/// (with `read_recursive`, which joins a held read even while a writer waits) during a commit.
+pub type SharedStore = Arc<RwLock<Store>>;
 
 /// A named fault-injection point of the pipeline (`failpoints` feature): a `return` action makes
 /// the enclosing function fail with [`AppError::Injected`].
@@ -84,8 +88,6 @@ pub enum AppError {
     Forward(#[from] crate::forward::ForwardError),
     #[error("a pipeline task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
-    #[error("the store's lock was poisoned by a panic in another stage")]
-    LockPoisoned,
     #[error("fault injected at failpoint {point}")]
     Injected { point: &'static str },
     #[error("source {index} (kind {kind}) was handed to an ingest task for another kind")]
@@ -94,9 +96,14 @@ pub enum AppError {
     ShutdownTimeout { after: std::time::Duration },
 }
 
-/// Locks the shared store.
-pub fn lock(store: &SharedStore) -> Result<MutexGuard<'_, Store>, AppError> {
-    store.lock().map_err(|_| AppError::LockPoisoned)
+/// Locks the shared store for writing.
+pub fn lock(store: &SharedStore) -> RwLockWriteGuard<'_, Store> {
+    store.write()
+}
+
+/// Locks the shared store for reading and committing.
+pub fn read(store: &SharedStore) -> RwLockReadGuard<'_, Store> {
+    store.read()
 }
 
 /// How `run` runs.
@@ -127,7 +134,7 @@ pub async fn run(
     let telemetry = telemetry::Telemetry::new();
     let metrics_listener = telemetry::bind_metrics(&config.metrics.listen).await;
     let store = open_store(&config, opts.store.clone()).await?;
-    let store: SharedStore = Arc::new(Mutex::new(store));
+    let store: SharedStore = Arc::new(RwLock::new(store));
     let outbox_grew = Arc::new(Notify::new());
     let config = Arc::new(config);
     let (catchup_end, offsets, stage) = {
@@ -250,7 +257,7 @@ fn start(
 ) -> Result<(u64, std::collections::BTreeMap<u16, u64>, stage::DecideStage), AppError> {
     let stage = stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
     let mut offsets = stage.offsets().clone();
-    let mut s = lock(&store)?;
+    let mut s = lock(&store);
     let journal_next = s.next_journal_pos();
     for i in 0..config.source.len() {
         let i = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);

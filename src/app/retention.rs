@@ -97,7 +97,7 @@ pub(super) fn enforce(
     telemetry: &Telemetry,
 ) -> Result<Option<ShedReport>, AppError> {
     let max = config.store.max_bytes;
-    let mut s = lock(store)?;
+    let mut s = lock(store);
     if s.disk_usage()? <= max {
         return Ok(None);
     }

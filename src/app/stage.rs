@@ -2,18 +2,21 @@
 //! journal records in position order — first those after the checkpoint that were journaled
 //! before this start, then each batch the ingest tasks commit — decides them, and checkpoints
 //! its state, outbox, ledger and archive records in one batch every `commit_records` records,
-//! every `commit_interval`, and whenever its input runs dry. After a checkpoint it truncates the
-//! journal below what is still needed and wakes the forwarder.
+//! every `commit_interval`, and whenever its input runs dry. It wakes the forwarder once the
+//! checkpoint's batch is applied, commits it under the store's shared lock (the forwarder reads
+//! meanwhile), then truncates the journal below what is still needed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use parking_lot::RwLockWriteGuard;
 
 use tokio::sync::{mpsc, Notify};
 
 use super::outputs::Pending;
 use super::records::CheckpointPayload;
 use super::telemetry::Telemetry;
-use super::{lock, AppError, SharedStore};
+use super::{lock, read, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::decide::Decider;
@@ -52,7 +55,7 @@ impl DecideStage {
         outbox_grew: Arc<Notify>,
         telemetry: Telemetry,
     ) -> Result<DecideStage, AppError> {
-        let cp = lock(&store)?.last_checkpoint()?;
+        let cp = read(&store).last_checkpoint()?;
         let (decider, offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
@@ -145,7 +148,7 @@ impl DecideStage {
     ) -> Result<(), AppError> {
         loop {
             let chunk: Vec<JournalRecord> = {
-                let store = lock(&self.store)?;
+                let store = read(&self.store);
                 let from = self.last_pos + 1;
                 let it = store.journal_records_from(from).take_while(|r| match r {
                     Ok(r) => r.pos < end,
@@ -198,11 +201,29 @@ impl DecideStage {
         let payload =
             CheckpointPayload { decider: self.decider.snapshot(), offsets: self.offsets.clone() };
         let shared = self.store.clone();
-        let mut store = lock(&shared)?;
+        let mut store = lock(&shared);
         let (outbox, ledger, puts) =
             self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq());
-        store.checkpoint_with_archive(self.last_pos, &payload.encode(), &outbox, &ledger, &puts)?;
+        store.apply_checkpoint_with_archive(
+            self.last_pos,
+            &payload.encode(),
+            &outbox,
+            &ledger,
+            &puts,
+        )?;
+        // The forwarder may publish the new records while the batch commits: the journal they
+        // were decided from is durable, a crash before the commit decides them again (the same
+        // alert ids and revisions, which consumers deduplicate), and it can apply their
+        // acknowledgements only after the commit (that needs the lock exclusively).
+        let store = RwLockWriteGuard::downgrade(store);
+        if !outbox.is_empty() {
+            self.outbox_grew.notify_one();
+        }
+        crate::app::failpoint!("app::decide::before_commit");
+        store.commit()?;
+        drop(store);
         crate::app::failpoint!("app::decide::after_checkpoint");
+        let mut store = lock(&shared);
         let start = store.journal_start();
         if last || self.last_pos + 1 >= start + self.commit_records as u64 {
             let oldest = self.oldest_referenced(&store)?;
@@ -210,10 +231,6 @@ impl DecideStage {
             if keep > start {
                 store.truncate_journal_before(keep)?;
             }
-        }
-        drop(store);
-        if !outbox.is_empty() {
-            self.outbox_grew.notify_one();
         }
         Ok(())
     }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::{lock, AppError, SharedStore};
+use super::{read, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::decide::Decider;
 use crate::event::ClockState;
@@ -110,7 +110,7 @@ struct StoreSample {
 /// every second.
 fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
     let (records, next, disk_bytes) = {
-        let s = lock(store)?;
+        let s = read(store);
         (s.outbox_pending(), s.next_outbox_seq(), s.disk_usage()?)
     };
     tally_outbox(records, next, disk_bytes)
@@ -256,7 +256,7 @@ mod tests {
     fn a_sample_counts_the_outbox_by_kind_and_what_left_it() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
-        let store: SharedStore = Arc::new(Mutex::new(s));
+        let store: SharedStore = Arc::new(parking_lot::RwLock::new(s));
         let samples = OutboxRecord::Samples {
             machine: "m".into(),
             sensor: "s".into(),
@@ -273,7 +273,7 @@ mod tests {
         };
         let recs = [samples.encode(), samples.encode(), alert.encode()];
         {
-            let mut s = store.lock().unwrap();
+            let mut s = store.write();
             s.append_journal(&[(0, b"x".to_vec())]).unwrap();
             s.checkpoint(1, b"", &recs).unwrap();
             s.outbox_ack(1).unwrap();

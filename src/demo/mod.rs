@@ -240,7 +240,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .ok_or_else(|| DemoError::Setup("the forwarder never started".into()))?;
     // The broker has acknowledged everything; the subscriber may still be receiving the last.
     let ledger = {
-        let s = app::lock(&store)?;
+        let s = app::read(&store);
         app::audit::ledger(&s)?
     };
     let settle = clock.monotonic_ms() + 5_000;
@@ -271,7 +271,7 @@ struct Depth {
 }
 
 fn depth(store: &SharedStore) -> Option<Depth> {
-    let s = app::lock(store).ok()?;
+    let s = app::read(store);
     let (outbox_records, outbox_bytes) = s.outbox_depth().ok()?;
     Some(Depth { journaled: s.next_journal_pos().saturating_sub(1), outbox_records, outbox_bytes })
 }
@@ -347,7 +347,7 @@ fn report(
     arrived: &subscriber::Arrivals,
 ) -> Result<bool, DemoError> {
     use std::io::Write;
-    let mut s = app::lock(store)?;
+    let mut s = app::lock(store);
     let mut ids: Vec<String> = Vec::new();
     for json in app::audit::archived_alerts(&s)? {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();

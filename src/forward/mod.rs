@@ -7,7 +7,7 @@
 //! - `source`: the [`OutboxSource`] trait the daemon's store implements.
 //! - `security`: secrets files and TLS (rustls with ring).
 //!
-//! Wiring: the daemon wraps its `Store` in `Arc<Mutex<Store>>`, builds a [`ForwarderConfig`] with
+//! Wiring: the daemon wraps its `Store` in `Arc<parking_lot::RwLock<Store>>`, builds a [`ForwarderConfig`] with
 //! [`ForwarderConfig::from_config`], and spawns [`run`] with a `tokio::sync::Notify` it calls
 //! `notify_one()` on after every checkpoint that added outbox records. The forwarder keeps
 //! nothing the store does not: restarted on the same store, it sends everything still pending.

@@ -1,8 +1,15 @@
 //! What the forwarder needs from the store, as a small trait: the daemon passes its store
-//! (`Mutex<Store>`), unit tests an in-memory [`MemorySource`].
+//! (`RwLock<Store>`), unit tests an in-memory [`MemorySource`].
+//!
+//! The store's reads take its lock with `read_recursive`: they join the shared hold of a
+//! commit in progress even while a writer waits, so a record the decide stage has just applied
+//! is read and published while its commit runs. Acknowledgements take the lock exclusively and
+//! so wait for that commit: nothing is removed from the outbox before it is durable.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+use parking_lot::RwLock;
 
 use crate::ledger::{LedgerEntry, LedgerRecord};
 use crate::outbox::{Bulk, OutboxRecord};
@@ -107,9 +114,9 @@ fn samples_of(journal_pos: u64, line: &[u8]) -> Result<SamplesRecord, SourceErro
     }
 }
 
-impl OutboxSource for Mutex<Store> {
+impl OutboxSource for RwLock<Store> {
     fn pending(&self, after: u64, limit: usize) -> Result<Vec<(u64, OutboxRecord)>, SourceError> {
-        let raw = self.lock().map_err(|_| SourceError::LockPoisoned)?.outbox_after(after, limit)?;
+        let raw = self.read_recursive().outbox_after(after, limit)?;
         raw.into_iter()
             .map(|(seq, b)| {
                 OutboxRecord::decode(&b)
@@ -122,10 +129,7 @@ impl OutboxSource for Mutex<Store> {
     fn pending_in(&self, lane: Lane, after: u64, limit: usize) -> Result<LaneScan, SourceError> {
         // Events and raw samples of other lanes are told by their bytes and not decoded (a
         // backlog of an hour is scanned once per lane and connection).
-        let (raw, last) =
-            self.lock()
-                .map_err(|_| SourceError::LockPoisoned)?
-                .outbox_scan(after, limit, |b| lane.may_hold(b))?;
+        let (raw, last) = self.read_recursive().outbox_scan(after, limit, |b| lane.may_hold(b))?;
         let mut found = Vec::new();
         for (seq, b) in raw {
             match OutboxRecord::decode(&b) {
@@ -138,13 +142,13 @@ impl OutboxSource for Mutex<Store> {
     }
 
     fn next_seq(&self) -> Result<u64, SourceError> {
-        Ok(self.lock().map_err(|_| SourceError::LockPoisoned)?.next_outbox_seq())
+        Ok(self.read_recursive().next_outbox_seq())
     }
 
     fn samples(&self, journal_pos: u64) -> Result<Option<SamplesRecord>, SourceError> {
         // The line is parsed after the lock is released: the pipeline and the acknowledgement
         // commits do not wait for the float parsing.
-        let store = self.lock().map_err(|_| SourceError::LockPoisoned)?;
+        let store = self.read_recursive();
         let record = store.journal_from(journal_pos).next().transpose()?;
         drop(store);
         match record {
@@ -158,21 +162,21 @@ impl OutboxSource for Mutex<Store> {
         // alert's checkpoint waited that long. Each chunk is one batch with its own ledger
         // record (so the ledger still describes every batch exactly); the next commit makes all
         // durable. A crash before leaves an applied prefix or nothing: sent again, at least once.
-        let lock = || self.lock().map_err(|_| SourceError::LockPoisoned);
         let mut published = published;
         for chunk in acked.chunks(ACK_CHUNK) {
             let ledger = ack_ledger(published, chunk, at_ms);
-            lock()?.outbox_ack_uncommitted(chunk, &ledger)?;
+            self.write().outbox_ack_uncommitted(chunk, &ledger)?;
             published = &[];
         }
         if !published.is_empty() {
-            lock()?.outbox_ack_uncommitted(&[], &ack_ledger(published, &[], at_ms))?;
+            self.write().outbox_ack_uncommitted(&[], &ack_ledger(published, &[], at_ms))?;
         }
         Ok(())
     }
 
     fn sync(&self) -> Result<bool, SourceError> {
-        Ok(self.lock().map_err(|_| SourceError::LockPoisoned)?.commit_if_needed()?)
+        // Shared: reads go on during the fsync, writes wait for it.
+        Ok(self.read().commit_if_needed()?)
     }
 }
 
@@ -273,12 +277,12 @@ mod tests {
         let recs: Vec<Vec<u8>> = (0..n + 1).map(|i| i.to_be_bytes().to_vec()).collect();
         s.checkpoint(1, b"d", &recs).unwrap();
         let ledger_from = s.next_ledger_seq();
-        let src = Mutex::new(s);
+        let src = RwLock::new(s);
         let acked: Vec<u64> = (1..=n).collect();
         src.ack(&[1, 2, 3], &acked, 42).unwrap();
-        assert!(src.lock().unwrap().needs_commit(), "applied, not yet durable");
+        assert!(src.read().needs_commit(), "applied, not yet durable");
         assert!(src.sync().unwrap(), "the sync commits");
-        assert!(!src.lock().unwrap().needs_commit());
+        assert!(!src.read().needs_commit());
         assert!(!src.sync().unwrap(), "nothing left to commit: no fsync");
         drop(src);
         // Reopened: everything the ack named is gone for good, the one record left is not.
@@ -339,7 +343,7 @@ mod tests {
         };
         let recs = [&event, &alert, &gap, &samples, &alert].map(OutboxRecord::encode);
         s.checkpoint(1, b"d", &recs).unwrap();
-        let src = Mutex::new(s);
+        let src = RwLock::new(s);
         let memory = MemorySource::new();
         for r in [&event, &alert, &gap, &samples, &alert] {
             memory.push(r.clone()).unwrap();
@@ -364,13 +368,13 @@ mod tests {
         let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
         let range = s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
         s.checkpoint(range.start, b"d", &[b"r1".to_vec(), b"r2".to_vec()]).unwrap();
-        let src = Mutex::new(s);
+        let src = RwLock::new(s);
         src.ack(&[1], &[1], 5).unwrap();
-        let mut s = src.into_inner().unwrap();
+        let mut s = src.into_inner();
         assert!(s.needs_commit());
         s.checkpoint(range.end - 1, b"d", &[]).unwrap();
         assert!(!s.needs_commit(), "the checkpoint's commit carried the acknowledgement");
-        let src = Mutex::new(s);
+        let src = RwLock::new(s);
         assert!(!src.sync().unwrap(), "no fsync of its own");
     }
 }

@@ -34,9 +34,14 @@ fn is_archive_key(k: &[u8]) -> bool {
 }
 
 impl Store {
-    /// [`Store::checkpoint_with_ledger`] with archive records (`q/`, `a/` keys) in the same
-    /// batch. Refused when a key lies outside those prefixes.
-    pub fn checkpoint_with_archive(
+    /// [`Store::checkpoint_with_ledger`] with archive records (`q/`, `a/` keys) in the same batch
+    /// (refused when a key lies outside those prefixes), and without its final commit: the
+    /// batch is applied (after a commit of the appends it covers, when there are any) and
+    /// readable, and the caller's [`Store::commit`] makes it durable. Until then a crash loses
+    /// the batch whole, never part of it (one batch on one tree), and the journal it covers is
+    /// durable. The decide stage commits under a shared lock so that the forwarder can read the
+    /// new outbox records, and publish an alert, while that commit runs.
+    pub fn apply_checkpoint_with_archive(
         &mut self,
         journal_pos: u64,
         decider: &[u8],
@@ -50,7 +55,7 @@ impl Store {
                 self.refused(format!("archive key {} is not under q/ or a/", k.escape_ascii()))
             );
         }
-        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds, ledger_adds, archive_puts);
+        let r = self.checkpoint_apply(journal_pos, decider, outbox_adds, ledger_adds, archive_puts);
         self.poison_on_error(r)
     }
 

@@ -74,7 +74,7 @@ impl Store {
         }
         let next = self.batch_ledger(&mut batch, ledger);
         self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
-        self.acks_unsynced.store(true, Ordering::Release);
+        self.state_unsynced.store(true, Ordering::Release);
         self.next_ledger = next;
         Ok(())
     }

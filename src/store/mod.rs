@@ -43,6 +43,8 @@
 //!   (`state`): sled applies a batch on one tree atomically; we do not rely on multi-tree
 //!   transactions. Ledger records describing a change go into that change's batch
 //!   ([`Store::checkpoint_with_ledger`], [`Store::outbox_ack_many`]).
+//!   [`Store::apply_checkpoint_with_archive`] applies that batch without the final commit, for a
+//!   caller that commits with [`Store::commit`] while readers go on (the decide stage).
 //! - A write or commit that fails (an I/O error, a failed fsync, an injected fault) poisons the
 //!   store: what sled holds in memory may then be ahead of the disk (after a failed fsync the
 //!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
@@ -144,8 +146,10 @@ pub struct Store {
     checkpoint_pos: u64,
     /// Appends since the last commit.
     dirty: AtomicBool,
-    /// Acknowledgements applied since the last commit ([`Store::outbox_ack_uncommitted`]).
-    acks_unsynced: AtomicBool,
+    /// `state` writes applied since the last commit: acknowledgements
+    /// ([`Store::outbox_ack_uncommitted`]), a checkpoint applied without its commit
+    /// ([`Store::apply_checkpoint_with_archive`]).
+    state_unsynced: AtomicBool,
     /// A write or commit failed: what is in memory may be ahead of what is durable.
     poisoned: AtomicBool,
     /// What commits made durable under `path`, so that the next fsyncs only what may have changed.
@@ -194,7 +198,7 @@ impl Store {
             next_ledger: 1,
             checkpoint_pos: 0,
             dirty: AtomicBool::new(false),
-            acks_unsynced: AtomicBool::new(false),
+            state_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             synced: Mutex::new(fsync::Synced::default()),
         };
@@ -208,15 +212,21 @@ impl Store {
     }
 
     /// Makes everything written so far durable: sled's flush, then a real fsync of its files.
+    ///
+    /// Takes `&self`: commits may run at the same time as reads and as each other, never as a
+    /// write (a write during a commit could be marked durable without being so, or reference raw
+    /// bytes the commit did not sync). The daemon commits under its lock's shared side and
+    /// writes under its exclusive side (`app::SharedStore`).
     pub fn commit(&self) -> Result<()> {
         self.usable()?;
         let r = self.commit_inner();
         self.poison_on_error(r)
     }
 
-    /// Whether journal appends or applied acknowledgements wait for a commit.
+    /// Whether journal appends, applied acknowledgements or an applied checkpoint wait for a
+    /// commit.
     pub fn needs_commit(&self) -> bool {
-        self.dirty.load(Ordering::Acquire) || self.acks_unsynced.load(Ordering::Acquire)
+        self.dirty.load(Ordering::Acquire) || self.state_unsynced.load(Ordering::Acquire)
     }
 
     /// Commits when [`Store::needs_commit`]; returns whether it did. Lets a writer that applied
@@ -240,7 +250,7 @@ impl Store {
         )?;
         drop(synced);
         self.dirty.store(false, Ordering::Release);
-        self.acks_unsynced.store(false, Ordering::Release);
+        self.state_unsynced.store(false, Ordering::Release);
         if self.gc_due.swap(false, Ordering::AcqRel) {
             self.collect_segments()?;
             // The deletions' directory entries: durable now, not at some later commit.

@@ -84,8 +84,9 @@ impl Store {
         ledger_adds: &[LedgerRecord],
     ) -> Result<()> {
         self.usable()?;
-        let r = self.checkpoint_inner(journal_pos, decider, outbox_adds, ledger_adds, &[]);
-        self.poison_on_error(r)
+        let r = self.checkpoint_apply(journal_pos, decider, outbox_adds, ledger_adds, &[]);
+        self.poison_on_error(r)?;
+        self.commit()
     }
 
     /// The sequence the next outbox record gets.
@@ -93,8 +94,10 @@ impl Store {
         self.next_outbox
     }
 
-    /// `puts`: further `state` keys written in the same batch (archive records, `archive.rs`).
-    pub(super) fn checkpoint_inner(
+    /// Applies the checkpoint batch, after committing the appends it covers; not durable until
+    /// the next commit ([`Store::needs_commit`] is true until then). `puts`: further `state` keys
+    /// written in the same batch (archive records, `archive.rs`).
+    pub(super) fn checkpoint_apply(
         &mut self,
         journal_pos: u64,
         decider: &[u8],
@@ -135,8 +138,9 @@ impl Store {
         self.next_outbox = seq;
         self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
+        self.state_unsynced.store(true, Ordering::Release);
         failpoint!("store::checkpoint::after_apply");
-        self.commit()
+        Ok(())
     }
 
     /// The last committed checkpoint, if any.

@@ -353,3 +353,35 @@ fn a_reference_past_its_segment_after_the_checkpoint_is_dropped_at_open() {
     s.commit().unwrap();
     assert_eq!(journal(&s)[1], (2, 3, b"raw three".to_vec()));
 }
+
+#[test]
+fn an_applied_checkpoint_is_readable_at_once_and_durable_after_its_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
+        assert!(s.needs_commit());
+        s.apply_checkpoint_with_archive(2, b"d", &[b"alert".to_vec()], &[], &[]).unwrap();
+        // The appends it covers were committed first; the batch itself waits for a commit.
+        assert!(s.needs_commit(), "applied, not yet durable");
+        assert_eq!(s.outbox_after(0, 9).unwrap(), vec![(1, b"alert".to_vec())]);
+        assert_eq!(s.last_checkpoint().unwrap().map(|c| c.journal_pos), Some(2));
+        assert!(matches!(
+            s.apply_checkpoint_with_archive(2, b"d", &[], &[], &[(b"x/1".to_vec(), vec![])]),
+            Err(StoreError::Refused { .. })
+        ));
+        // A commit takes `&self`: here on another thread while this one reads.
+        std::thread::scope(|t| {
+            let committing = t.spawn(|| s.commit());
+            assert_eq!(s.outbox_after(0, 9).unwrap().len(), 1);
+            committing.join().unwrap().unwrap();
+        });
+        assert!(!s.needs_commit());
+    }
+    let s = open(tmp.path());
+    assert_eq!(s.outbox_after(0, 9).unwrap(), vec![(1, b"alert".to_vec())]);
+    assert_eq!(
+        s.last_checkpoint().unwrap(),
+        Some(Checkpoint { journal_pos: 2, decider: b"d".to_vec() })
+    );
+}

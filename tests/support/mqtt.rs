@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
@@ -292,19 +292,19 @@ async fn pipe(
 
 /// A real store in `dir`, filled the way the pipeline fills it.
 pub struct TestStore {
-    pub store: Arc<Mutex<Store>>,
+    pub store: Arc<parking_lot::RwLock<Store>>,
 }
 
 impl TestStore {
     pub fn open(dir: &Path) -> TestStore {
         let store = Store::open(&dir.join("store"), StoreOptions::default()).unwrap();
-        TestStore { store: Arc::new(Mutex::new(store)) }
+        TestStore { store: Arc::new(parking_lot::RwLock::new(store)) }
     }
 
     /// Appends `lines` to the journal and checkpoints with `records`; a record built by
     /// `records` may name the journal position of line `i` as `first + i`.
     pub fn add(&self, lines: &[Vec<u8>], records: impl FnOnce(u64) -> Vec<OutboxRecord>) {
-        let mut s = self.store.lock().unwrap();
+        let mut s = self.store.write();
         let mut lines: Vec<(i64, Vec<u8>)> = lines.iter().map(|l| (0, l.clone())).collect();
         if lines.is_empty() {
             lines.push((0, b"{\"at\":0,\"kind\":\"tick\"}".to_vec()));
@@ -315,7 +315,7 @@ impl TestStore {
     }
 
     pub fn pending(&self) -> usize {
-        self.store.lock().unwrap().outbox_pending().count()
+        self.store.read().outbox_pending().count()
     }
 }
 
