@@ -9,7 +9,7 @@
 # with the byte window (`[mqtt] inflight_bytes`) opened to 1 GiB, beside the default, and the
 # alert latency once more during a drain at the daemon's default pace (2000 records/s).
 # Every alert latency run also times a bare fsync of 1 KiB beside the store between its alerts
-# (`disk_fsync_*`): the floor an alert that must be durable before it is published cannot go below.
+# (`disk_fsync_*`): the floor of an alert, whose evidence must be durable before it is published.
 # Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
 # Usage: benches/mqtt_drain.sh [MINUTES] [SENSORS] [TRIALS] [CACHE_MIB]
 #   MINUTES of backlog of SENSORS sensors (per sensor and second one event and one 3200-sample

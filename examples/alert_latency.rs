@@ -23,9 +23,9 @@
 //!
 //! The disk's own floor, side by side: between alerts (after alert `k` arrived, before the
 //! 20 ms pause) the bench appends 1 KiB to a file beside the store (`STORE.fsync-probe`, the same
-//! file system) and times its `fsync` alone, as the store's commit fsyncs sled's log. An alert must
-//! be durable before it is published, so its latency cannot go below one such fsync; the probe
-//! percentiles say how much of the alert's is the disk's.
+//! file system) and times its `fsync` alone, as the store's commit fsyncs sled's log. The journal line
+//! behind an alert must be durable before the alert is published, so its latency cannot go below
+//! one such fsync; the probe percentiles say how much of the alert's is the disk's.
 //!
 //! Not included: the pipeline's group-commit wait (`[store] commit_interval`, when the pipeline
 //! waits for it before committing an alert) and the broker's delivery to subscribers. Alerts go
