@@ -45,12 +45,14 @@ fn config(
     path
 }
 
-fn daemon(config: &Path, args: &[&str], stderr: Stdio) -> Child {
+/// `linegate run --config CONFIG ARGS`, with `env` added to its environment.
+fn daemon(config: &Path, args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Child {
     Command::new(BIN)
         .args(["run", "--config"])
         .arg(config)
         .args(args)
         .env("LINEGATE_LOG", "info")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -59,7 +61,7 @@ fn daemon(config: &Path, args: &[&str], stderr: Stdio) -> Child {
 
 /// `linegate run --exit-at-end ARGS` to its end; it must succeed.
 fn run_to_end(config: &Path, args: &[&str]) {
-    let out = daemon(config, &[&["--exit-at-end"], args].concat(), Stdio::piped())
+    let out = daemon(config, &[&["--exit-at-end"], args].concat(), &[], Stdio::piped())
         .wait_with_output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -283,7 +285,7 @@ fn killed_while_draining_a_backlog_loses_nothing_after_restart() {
     let accepted = accepted(&ledger(&slow));
     assert_eq!(accepted.len(), 1000);
 
-    let mut child = daemon(&slow, &[], Stdio::null());
+    let mut child = daemon(&slow, &[], &[], Stdio::null());
     wait_for("a quarter of the backlog at the subscriber", 500, || {
         delivered(&sub).events.len() >= 250
     });
@@ -322,7 +324,8 @@ fn broker_absent_at_start_gets_everything_once_it_comes() {
     let cfg = config(dir.path(), "run.toml", "cwru.toml", &trace, broker.port, "");
     let log = dir.path().join("daemon.log");
     let stderr = std::fs::File::create(&log).unwrap();
-    let mut child = daemon(&cfg, &["--exit-at-end", "--drain-timeout", "30s"], Stdio::from(stderr));
+    let mut child =
+        daemon(&cfg, &["--exit-at-end", "--drain-timeout", "30s"], &[], Stdio::from(stderr));
     wait_for("the daemon to find no broker", 500, || {
         std::fs::read_to_string(&log).unwrap().contains("MQTT connection lost or refused")
     });
@@ -354,14 +357,8 @@ fn killed_after_publishing_an_alert_before_its_checkpoint_commits_sends_it_again
     let cfg = config(dir.path(), "run.toml", "golden.toml", &trace, broker.port, "replay_rate = 0");
     // Every checkpoint waits 5 s between its applied batch and its commit: the kill below, right
     // after the subscriber got an alert, lands in that wait.
-    let mut child = Command::new(BIN)
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .env("FAILPOINTS", "app::decide::before_commit=sleep(5000)")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let pause = [("FAILPOINTS", "app::decide::before_commit=sleep(5000)")];
+    let mut child = daemon(&cfg, &[], &pause, Stdio::null());
     wait_for("an alert at the subscriber", 2000, || !delivered(&sub).alerts.is_empty());
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

@@ -221,11 +221,14 @@ impl DecideStage {
         }
         crate::app::failpoint!("app::decide::before_commit");
         store.commit()?;
+        let start = store.journal_start();
         drop(store);
         crate::app::failpoint!("app::decide::after_checkpoint");
-        let mut store = lock(&shared);
-        let start = store.journal_start();
+        // The exclusive lock only when a truncation is due (retention may have moved the start
+        // meanwhile: it is read again).
         if last || self.last_pos + 1 >= start + self.commit_records as u64 {
+            let mut store = lock(&shared);
+            let start = store.journal_start();
             let oldest = self.oldest_referenced(&store)?;
             let keep = oldest.map_or(self.last_pos + 1, |p| p.min(self.last_pos + 1));
             if keep > start {
