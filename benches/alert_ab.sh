@@ -6,7 +6,8 @@
 # (2000 records/s, 100 alerts). Every run also times a bare fsync beside its store
 # (`disk_fsync_*`), so runs on a slow-disk minute show as such. Prints one JSON line per run, then
 # per scenario the medians of p50, p99 and the disk's p99 for each side and the median of the
-# per-trial ratios head/base.
+# per-trial ratios head/base. Each trial also drains the backlog and an hour of events only
+# (`mqtt_drain drain`) with each side's forwarder: sample MB/s and events/s, head/base.
 # Needs: mosquitto and mosquitto-clients (Debian), as .ci/run installs them.
 # Usage: benches/alert_ab.sh BASE [TRIALS] [MINUTES]
 set -euo pipefail
@@ -24,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 git worktree add --detach --quiet "$dir/base" "$base"
 target=${CARGO_TARGET_DIR:-$PWD/target}
-(cd "$dir/base" && CARGO_TARGET_DIR="$target/ab-base" cargo build --release --quiet --example alert_latency)
+(cd "$dir/base" && CARGO_TARGET_DIR="$target/ab-base" cargo build --release --quiet --example alert_latency --example mqtt_drain)
 cargo build --release --quiet --example mqtt_drain --example alert_latency
 declare -A bin=([base]="$target/ab-base/release/examples/alert_latency" [head]="$target/release/examples/alert_latency")
 
@@ -34,9 +35,10 @@ mosquitto -c "$dir/m.conf" 2>/dev/null &
 pids+=($!)
 for _ in $(seq 100); do mosquitto_pub -h 127.0.0.1 -p "$port" -t up -m x 2>/dev/null && break; sleep 0.05; done
 "$target/release/examples/mqtt_drain" fill "$dir/backlog" "$minutes" 8
+"$target/release/examples/mqtt_drain" fill-events "$dir/events" 60 8
 
 for t in $(seq "$trials"); do
-    for scenario in idle drain paced; do
+    for scenario in idle drain paced throughput; do
         # Alternate which side goes first, so neither always follows the other.
         sides="base head"
         if [ $((t % 2)) -eq 0 ]; then sides="head base"; fi
@@ -46,6 +48,11 @@ for t in $(seq "$trials"); do
             idle) out=$("${bin[$side]}" "$dir/s" "$port" 200) ;;
             drain) cp -r "$dir/backlog" "$dir/s" && sync && out=$("${bin[$side]}" "$dir/s" "$port" 100) ;;
             paced) cp -r "$dir/backlog" "$dir/s" && sync && out=$("${bin[$side]}" "$dir/s" "$port" 100 64 2000) ;;
+            throughput)
+                drain=${bin[$side]%alert_latency}mqtt_drain
+                cp -r "$dir/backlog" "$dir/s" && sync && frames=$("$drain" drain "$dir/s" "$port" 64)
+                rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s" && sync
+                out="{\"frames\":$frames,\"events_only\":$("$drain" drain "$dir/s" "$port" 64)}" ;;
             esac
             echo "{\"trial\":$t,\"scenario\":\"$scenario\",\"side\":\"$side\",\"run\":$out}" | tee -a "$dir/runs"
         done
@@ -55,6 +62,16 @@ python3 - "$dir/runs" "$base" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 out = {"base": sys.argv[2], "trials": max(r["trial"] for r in runs)}
+def ratio(sc, f):
+    by = {(r["trial"], r["side"]): f(r["run"]) for r in runs if r["scenario"] == sc}
+    trials = sorted({t for t, _ in by})
+    return {"base": statistics.median(by[(t, "base")] for t in trials),
+            "head": statistics.median(by[(t, "head")] for t in trials),
+            "head_to_base_per_trial_median":
+                statistics.median(by[(t, "head")] / by[(t, "base")] for t in trials)}
+out["sample_mb_per_s"] = ratio("throughput", lambda r: r["frames"]["sample_mb_per_s"])
+out["events_per_s_with_frames"] = ratio("throughput", lambda r: r["frames"]["events_per_s"])
+out["events_only_events_per_s"] = ratio("throughput", lambda r: r["events_only"]["events_per_s"])
 for sc in ("idle", "drain", "paced"):
     by = {(r["trial"], r["side"]): r["run"] for r in runs if r["scenario"] == sc}
     trials = sorted({t for t, _ in by})
