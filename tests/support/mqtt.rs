@@ -3,7 +3,6 @@
 //! or delay the broker's replies, and a real `Store` filled the way the pipeline fills it.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -175,16 +174,18 @@ impl Subscriber {
 
     /// Everything received so far, in arrival order (probes included).
     pub fn messages(&self) -> Vec<(String, Vec<u8>)> {
-        let Ok(f) = std::fs::File::open(&self.out) else { return Vec::new() };
-        BufReader::new(f)
-            .lines()
-            .map_while(Result::ok)
+        let Ok(text) = std::fs::read_to_string(&self.out) else { return Vec::new() };
+        // Only whole lines: the last piece is empty or a line still being written (which may be
+        // cut anywhere, even after a whole number of hex digits).
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        lines.pop();
+        lines
+            .into_iter()
             .filter_map(|l| {
-                let (t, hex) = l.split_once(' ').unwrap_or((l.as_str(), ""));
+                let (t, hex) = l.split_once(' ').unwrap_or((l, ""));
                 let bytes: Option<Vec<u8>> = (0..hex.len() / 2)
                     .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
                     .collect();
-                // A line still being written may be cut: keep only whole ones.
                 (hex.len() % 2 == 0).then_some(())?;
                 Some((t.to_owned(), bytes?))
             })
