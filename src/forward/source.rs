@@ -1,10 +1,14 @@
 //! What the forwarder needs from the store, as a small trait: the daemon passes its store
 //! (`RwLock<Store>`), unit tests an in-memory [`MemorySource`].
 //!
-//! The store's reads take its lock with `read_recursive`: they join the shared hold of a
-//! commit in progress even while a writer waits, so a record the decide stage has just applied
-//! is read and published while its commit runs. Acknowledgements take the lock exclusively and
-//! so wait for that commit: nothing is removed from the outbox before it is durable.
+//! Reads of what is urgent (live records, where a new alert arrives, and the backlog's alerts)
+//! take the store's lock with `read_recursive`: they join the shared hold of a commit in
+//! progress even while a writer waits, so a record the decide stage has just applied is read
+//! and published while its commit runs. Reads of the backlog's events and raw samples take it
+//! with a fair `read`, which waits behind a waiting writer: a drain's stream of reads does not
+//! keep the pipeline's appends and checkpoints (nor our own acknowledgements) waiting for the
+//! lock. Acknowledgements take the lock exclusively and so wait for that commit: nothing is
+//! removed from the outbox before it is durable.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -129,7 +133,12 @@ impl OutboxSource for RwLock<Store> {
     fn pending_in(&self, lane: Lane, after: u64, limit: usize) -> Result<LaneScan, SourceError> {
         // Events and raw samples of other lanes are told by their bytes and not decoded (a
         // backlog of an hour is scanned once per lane and connection).
-        let (raw, last) = self.read_recursive().outbox_scan(after, limit, |b| lane.may_hold(b))?;
+        let store = match lane {
+            Lane::Alerts => self.read_recursive(),
+            Lane::Events | Lane::Samples => self.read(),
+        };
+        let (raw, last) = store.outbox_scan(after, limit, |b| lane.may_hold(b))?;
+        drop(store);
         let mut found = Vec::new();
         for (seq, b) in raw {
             match OutboxRecord::decode(&b) {
@@ -146,9 +155,9 @@ impl OutboxSource for RwLock<Store> {
     }
 
     fn samples(&self, journal_pos: u64) -> Result<Option<SamplesRecord>, SourceError> {
-        // The line is parsed after the lock is released: the pipeline and the acknowledgement
-        // commits do not wait for the float parsing.
-        let store = self.read_recursive();
+        // Backlog: a fair read. The line is parsed after the lock is released: the pipeline and
+        // the acknowledgement commits do not wait for the float parsing.
+        let store = self.read();
         let record = store.journal_from(journal_pos).next().transpose()?;
         drop(store);
         match record {
@@ -308,10 +317,9 @@ mod tests {
         assert_eq!(ledgered, acked, "every acknowledged record ledgered once, in order");
     }
 
-    #[test]
-    fn a_lane_scan_returns_its_records_only_and_how_far_it_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    /// A store in `dir` with one journal line, and an alert record not yet in its outbox.
+    fn store_and_alert(dir: &std::path::Path) -> (Store, OutboxRecord) {
+        let mut s = Store::open(dir, StoreOptions::default()).unwrap();
         s.append_journal(&[(1, b"x".to_vec())]).unwrap();
         let alert = OutboxRecord::Alert {
             machine: "m".into(),
@@ -319,6 +327,13 @@ mod tests {
             revision: 1,
             json: b"{}".to_vec(),
         };
+        (s, alert)
+    }
+
+    #[test]
+    fn a_lane_scan_returns_its_records_only_and_how_far_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, alert) = store_and_alert(dir.path());
         let event = OutboxRecord::Event {
             machine: "m".into(),
             sensor: "s".into(),
@@ -359,6 +374,59 @@ mod tests {
             );
             assert_eq!(scan(Lane::Samples, 1, 2), (vec![], Some(3)));
             assert_eq!(scan(Lane::Samples, 3, 2), (vec![(4, samples.clone())], Some(5)));
+        }
+    }
+
+    /// A checkpoint commit holds the lock shared while an acknowledgement (or the pipeline's next
+    /// append) waits for it exclusively: a read of new records joins the commit at once, a
+    /// backlog read waits until the writer has had the lock.
+    #[test]
+    fn backlog_reads_let_a_waiting_writer_go_first_and_reads_of_new_records_do_not_wait() {
+        use std::sync::{mpsc, Arc};
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, alert) = store_and_alert(dir.path());
+        s.checkpoint(1, b"d", &[alert.encode()]).unwrap();
+        let src = Arc::new(RwLock::new(s));
+        let commit = src.read();
+        let (done, finished) = mpsc::channel();
+        let writer = {
+            let (src, done) = (src.clone(), done.clone());
+            std::thread::spawn(move || {
+                let _exclusive = src.write();
+                done.send("write").unwrap();
+            })
+        };
+        while !src.is_locked_exclusive() {
+            std::thread::yield_now(); // the writer now waits for the commit's shared hold
+        }
+        let reader = |what: &'static str, read: fn(&RwLock<Store>)| {
+            let (src, done) = (src.clone(), done.clone());
+            std::thread::spawn(move || {
+                read(&src);
+                done.send(what).unwrap();
+            })
+        };
+        let urgent = [
+            reader("live", |s| drop(s.pending(0, 9).unwrap())),
+            reader("alerts", |s| drop(s.pending_in(Lane::Alerts, 0, 9).unwrap())),
+            reader("next_seq", |s| assert!(s.next_seq().unwrap() > 1)),
+        ];
+        let mut joined: Vec<&str> =
+            (0..3).map(|_| finished.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        joined.sort_unstable();
+        assert_eq!(joined, ["alerts", "live", "next_seq"], "joined the commit's hold");
+        let backlog = [
+            reader("events", |s| drop(s.pending_in(Lane::Events, 0, 9).unwrap())),
+            reader("samples", |s| drop(s.samples(1))),
+        ];
+        // A wrong (recursive) backlog read would be done in microseconds.
+        assert!(finished.recv_timeout(Duration::from_millis(200)).is_err(), "backlog waits");
+        drop(commit);
+        let order: Vec<&str> = (0..3).map(|_| finished.recv().unwrap()).collect();
+        assert_eq!(order[0], "write", "the writer went first: {order:?}");
+        for t in urgent.into_iter().chain(backlog).chain([writer]) {
+            t.join().unwrap();
         }
     }
 
