@@ -126,6 +126,10 @@ fn probe_fsync(probe: &mut File) -> f64 {
     now().duration_since(t).as_secs_f64() * 1000.0
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -189,6 +193,9 @@ async fn bench(
     let probe_path = format!("{path}.fsync-probe");
     let mut probe = OpenOptions::new().create(true).append(true).open(&probe_path).unwrap();
     let mut fsyncs = Vec::new();
+    // The third event's steps up to the wake-up: waiting for the store's lock to append, the
+    // ingest's commit, waiting for the lock to apply the checkpoint.
+    let (mut lock_append, mut ingest_commit, mut lock_apply) = (Vec::new(), Vec::new(), Vec::new());
     for k in 0..alerts {
         let machine = format!("lat{k}");
         let at = T0 + 10_000 * k as i64;
@@ -202,10 +209,16 @@ async fn bench(
             }
             // The ingest: append, then the group commit under the shared lock.
             let mut s = store.write();
+            let locked = now();
             let pos = s.append_journal(&[(e.ts_ms, line)]).unwrap().end - 1;
             let s = RwLockWriteGuard::downgrade(s);
+            let appended = now();
             tokio::task::block_in_place(|| s.commit().unwrap());
             drop(s);
+            if n == 3 {
+                lock_append.push(ms(locked.duration_since(t0)));
+                ingest_commit.push(ms(now().duration_since(appended)));
+            }
             out.clear();
             engine.on_event(e.ts_ms, &e, &mut out);
             // Earlier machines' incidents end as ingest time moves on: those records are not
@@ -223,7 +236,9 @@ async fn bench(
                 json: serde_json::to_vec(&a).unwrap(),
             };
             // The decide stage: apply, wake the forwarder, commit under the shared lock.
+            let asked = now();
             let mut s = store.write();
+            lock_apply.push(ms(now().duration_since(asked)));
             s.apply_checkpoint_with_archive(pos, b"bench", &[rec.encode()], &[], &[]).unwrap();
             let s = RwLockWriteGuard::downgrade(s);
             notified.push(now().duration_since(t0).as_secs_f64() * 1000.0);
@@ -252,6 +267,9 @@ async fn bench(
     committed.sort_by(f64::total_cmp);
     notified.sort_by(f64::total_cmp);
     forwarder.sort_by(f64::total_cmp);
+    for v in [&mut lock_append, &mut ingest_commit, &mut lock_apply] {
+        v.sort_by(f64::total_cmp);
+    }
     println!(
         "{}",
         serde_json::json!({
@@ -264,6 +282,10 @@ async fn bench(
             "to_commit_p99_ms": percentile(&committed, 0.99),
             "forwarder_p50_ms": percentile(&forwarder, 0.5),
             "forwarder_p99_ms": percentile(&forwarder, 0.99),
+            "lock_append_p99_ms": percentile(&lock_append, 0.99),
+            "ingest_commit_p50_ms": percentile(&ingest_commit, 0.5),
+            "ingest_commit_p99_ms": percentile(&ingest_commit, 0.99),
+            "lock_apply_p99_ms": percentile(&lock_apply, 0.99),
             "disk_fsync_p50_ms": percentile(&fsyncs, 0.5),
             "disk_fsync_p99_ms": percentile(&fsyncs, 0.99),
         })
