@@ -21,6 +21,11 @@
 //!   writes it;
 //! - **t1**: the proxy reads the bytes holding the alert's topic from the forwarder's socket.
 //!
+//! Beside the total it reports the parts: up to the forwarder's wake-up (`to_wake`, split into
+//! `lock_append`, `ingest_commit` and `lock_apply`: the waits for the store's lock and the
+//! ingest's commit), up to the end of the checkpoint's commit (`to_commit`), and the forwarder's
+//! (`forwarder`, from the wake-up to t1).
+//!
 //! The disk's own floor, side by side: between alerts (after alert `k` arrived, before the
 //! 20 ms pause) the bench appends 1 KiB to a file beside the store (`STORE.fsync-probe`, the same
 //! file system) and times its `fsync` alone, as the store's commit fsyncs sled's log. The journal line
@@ -123,7 +128,7 @@ fn probe_fsync(probe: &mut File) -> f64 {
     probe.write_all(&[b'p'; 1024]).unwrap();
     let t = now();
     probe.sync_all().unwrap();
-    now().duration_since(t).as_secs_f64() * 1000.0
+    ms(now().duration_since(t))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -241,18 +246,18 @@ async fn bench(
             lock_apply.push(ms(now().duration_since(asked)));
             s.apply_checkpoint_with_archive(pos, b"bench", &[rec.encode()], &[], &[]).unwrap();
             let s = RwLockWriteGuard::downgrade(s);
-            notified.push(now().duration_since(t0).as_secs_f64() * 1000.0);
+            notified.push(ms(now().duration_since(t0)));
             grew.notify_one();
             tokio::task::block_in_place(|| s.commit().unwrap());
             drop(s);
-            committed.push(now().duration_since(t0).as_secs_f64() * 1000.0);
+            committed.push(ms(now().duration_since(t0)));
         }
         let (got, t1) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
             .await
             .expect("the alert reached the proxy within 10 s")
             .unwrap();
         assert_eq!(got, k, "alerts arrive in order");
-        latencies.push(t1.duration_since(t0).as_secs_f64() * 1000.0);
+        latencies.push(ms(t1.duration_since(t0)));
         forwarder.push(latencies[k] - notified[k]);
         fsyncs.push(tokio::task::block_in_place(|| probe_fsync(&mut probe)));
         tokio::time::sleep(Duration::from_millis(20)).await;
