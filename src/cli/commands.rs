@@ -1,0 +1,259 @@
+//! What each command does around its library call: files, the runtime, output.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, IsTerminal};
+use std::path::{Path, PathBuf};
+
+use linegate::config::{Config, SourceConfig};
+use linegate::replay::{replay, Sinks};
+
+use super::Forward;
+
+pub(crate) type Error = Box<dyn std::error::Error>;
+
+/// `linegate run`: a tokio runtime around `linegate::app::run`, stopped by SIGTERM or SIGINT.
+/// `forward`: `None` for none.
+pub(crate) fn run(
+    config: &Path,
+    exit_at_end: bool,
+    forward: Option<Forward>,
+    drain: std::time::Duration,
+) -> Result<(), Error> {
+    let config = Config::load(config)?;
+    let forward = match forward {
+        None => None,
+        Some(Forward::Mqtt) => {
+            let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+            let cfg =
+                linegate::forward::ForwarderConfig::from_config(&config, credentials.as_deref())?;
+            Some(linegate::app::forward_mqtt::mqtt(cfg, drain))
+        }
+        Some(Forward::LocalAck) => Some(linegate::app::forward::local_ack()),
+    };
+    let default_filter = std::env::var("LINEGATE_LOG").unwrap_or_else(|_| "info".to_owned());
+    let sink = linegate::telemetry::logging::init(&default_filter)?;
+    tracing::debug!(?sink, "logging");
+    linegate::app::memory::limit_arenas();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let store = linegate::store::StoreOptions {
+        cache_bytes: config.store.cache_bytes,
+        ..linegate::store::StoreOptions::default()
+    };
+    let opts = linegate::app::RunOptions { exit_at_end, forward, store };
+    linegate::app::shutdown::abort_on_panic();
+    let result = rt.block_on(linegate::app::shutdown::run_until_signal(config, opts));
+    // Blocking threads still busy after a shutdown timeout must not hold the exit up.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    result?;
+    Ok(())
+}
+
+#[cfg(feature = "demo")]
+/// `linegate demo`: exit 1 when reconcile fails or something accepted was not delivered.
+pub(crate) fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LINEGATE_LOG").unwrap_or_else(|_| {
+                // The demo's own lines tell the outage; the forwarder's retries would repeat it.
+                tracing_subscriber::EnvFilter::new("warn,rumqttd=off,linegate::forward=error")
+            }),
+        )
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let base = if quick {
+        linegate::demo::DemoOptions::quick()
+    } else {
+        linegate::demo::DemoOptions::full()
+    };
+    let opts = linegate::demo::DemoOptions { trace, ..base };
+    if linegate::demo::run(&opts)? {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}
+
+pub(crate) fn reconcile(config: &Path, json: bool) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    audit(config, |store| linegate::app::audit::reconcile::reconcile(store, &c, json))
+}
+
+/// Runs an audit command on the store named by the configuration; exit code 1 on `Ok(false)`.
+pub(crate) fn audit(
+    config: &Path,
+    f: impl FnOnce(&mut linegate::store::Store) -> Result<bool, linegate::app::audit::AuditError>,
+) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    let mut store = linegate::app::audit::open(&c.store.path)?;
+    if f(&mut store)? {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}
+
+/// With the `failpoints` feature: `FAILPOINTS` configures failpoints (the `fail` crate), and
+/// `LINEGATE_KILL_AT=point:nth` kills this process with SIGKILL at the nth hit of `point` (the
+/// crash tests).
+#[cfg(feature = "failpoints")]
+pub(crate) mod kill_at {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub(crate) fn setup() -> fail::FailScenario<'static> {
+        let scenario = fail::FailScenario::setup();
+        if let Ok(spec) = std::env::var("LINEGATE_KILL_AT") {
+            let (point, nth) = spec.rsplit_once(':').unwrap_or((spec.as_str(), "1"));
+            let nth: u64 = nth.parse().unwrap_or(1);
+            let hits = AtomicU64::new(0);
+            let r = fail::cfg_callback(point.to_string(), move || {
+                if hits.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+                    kill_self();
+                }
+            });
+            if let Err(e) = r {
+                eprintln!("linegate: LINEGATE_KILL_AT={spec}: {e}");
+            }
+        }
+        scenario
+    }
+
+    /// SIGKILL to this process (through kill(1): no unsafe code), then wait for it.
+    fn kill_self() {
+        let pid = std::process::id().to_string();
+        let _ = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+pub(crate) fn open(path: &Path) -> Result<File, Error> {
+    File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()).into())
+}
+
+pub(crate) fn create(path: &Path) -> Result<BufWriter<File>, Error> {
+    let f = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok(BufWriter::with_capacity(1 << 16, f))
+}
+
+pub(crate) fn run_replay(
+    trace: &Path,
+    config: &Path,
+    out: &Path,
+    summary: Option<&Path>,
+    rejected: Option<&Path>,
+) -> Result<(), Error> {
+    let config = Config::load(config)?;
+    let input = open(trace)?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let input = BufReader::with_capacity(1 << 20, input);
+    let mut sinks = Sinks { alerts: create(out)?, rejected: rejected.map(create).transpose()? };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(total);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} replay [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar
+    });
+    let s = replay(&config, input, &mut sinks, |done| {
+        if let Some(bar) = &bar {
+            bar.set_position(done);
+        }
+    })
+    .map_err(|e| format!("replay of {}: {e}", trace.display()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let text = serde_json::to_string_pretty(&s)?;
+    if let Some(path) = summary {
+        std::fs::write(path, format!("{text}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let rejected: u64 = s.counts.quarantined.values().sum();
+    eprintln!(
+        "linegate: {} records, {} accepted ({} late applied, {} too late), {} duplicates, {} rejected, {} alert records",
+        s.counts.records,
+        s.counts.accepted,
+        s.counts.late_applied,
+        s.counts.too_late,
+        s.counts.duplicates,
+        rejected,
+        s.counts.alerts.values().sum::<u64>()
+    );
+    Ok(())
+}
+
+pub(crate) fn decode(path: &Path) -> Result<(), Error> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let frame = linegate::records::samples_codec::SamplesFrame::decode(&bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::stdout().lock();
+    std::io::Write::write_all(&mut out, frame.to_json_lines().as_bytes())?;
+    Ok(())
+}
+
+pub(crate) fn check_config(path: &Path) -> Result<(), Error> {
+    let c = Config::load(path)?;
+    println!("{}: ok", path.display());
+    println!("  gateway {}", c.gateway.id);
+    println!(
+        "  rule {}: {} >= {} {} ({} in {} ms), {} machine override(s)",
+        c.rule.name,
+        c.rule.metric.as_str(),
+        c.rule.threshold,
+        c.rule.unit.as_str(),
+        c.rule.count,
+        c.rule.window_ms,
+        c.rule.machines.len()
+    );
+    for (i, source) in c.source.iter().enumerate() {
+        match source {
+            SourceConfig::I2c(s) => println!("  source[{i}]: {}", s.summary()),
+            SourceConfig::Spi(s) => println!("  source[{i}]: {}", s.summary()),
+            SourceConfig::Trace(t) => {
+                println!("  source[{i}]: trace {} at speed {}", t.path.display(), t.speed);
+                if !t.path.is_file() {
+                    return Err(format!(
+                        "{}: key `source[{i}].path`: trace file {} does not exist",
+                        path.display(),
+                        t.path.display()
+                    )
+                    .into());
+                }
+            }
+            SourceConfig::Modbus(m) => {
+                let channels: usize = m.blocks.iter().map(|b| b.channels.len()).sum();
+                println!(
+                    "  source[{i}]: {} {} unit {}, machine {}, {} block(s), {} channel(s) at {} polls/s",
+                    m.kind(),
+                    m.endpoint(),
+                    m.unit_id,
+                    m.machine,
+                    m.blocks.len(),
+                    channels,
+                    m.poll_rate_hz
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn probe(config: &Path, seconds: f64, json: bool) -> Result<(), Error> {
+    let c = Config::load(config)?;
+    let failed = if json {
+        let mut stdout = std::io::stdout().lock();
+        linegate::source::probe::probe(&c, seconds, &mut std::io::stderr(), Some(&mut stdout))?
+    } else {
+        linegate::source::probe::probe(&c, seconds, &mut std::io::stdout().lock(), None)?
+    };
+    match failed {
+        0 => Ok(()),
+        n => {
+            Err(format!("{n} of {} source(s) failed the probe (see above)", c.source.len()).into())
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The `linegate` command line: its arguments and which library call each command makes.
+//! `commands` holds what each command does around that call (files, runtime, output).
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use commands::*;
+
+#[derive(Parser)]
+#[command(name = "linegate", version, about = "Edge gateway for industrial vibration monitoring")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    #[cfg(feature = "demo")]
+    /// The whole daemon on real bearing recordings against an embedded MQTT broker, with the
+    /// broker taken away mid-run: alerts explained, reconcile, delivered vs accepted (< 60 s).
+    Demo {
+        /// A shorter run (about 15 s), for tests.
+        #[arg(long)]
+        quick: bool,
+        /// The CWRU trace to build the demo from (default: fixtures/traces/cwru.jsonl).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
+    /// Run the whole decision path over a recorded trace, deterministically, without a broker.
+    Replay {
+        /// The trace: JSON Lines, one arrival per line (docs/contracts.md section 8).
+        trace: PathBuf,
+        #[arg(long)]
+        config: PathBuf,
+        /// Alert records, one JSON object per line, in decision order.
+        #[arg(long)]
+        out: PathBuf,
+        /// Counts of what happened to every record, as one JSON object.
+        #[arg(long)]
+        summary: Option<PathBuf>,
+        /// Every rejected record with its line, reason and raw bytes, as JSON Lines.
+        #[arg(long)]
+        rejected: Option<PathBuf>,
+    },
+    /// Check a configuration file and print what it means.
+    CheckConfig { config: PathBuf },
+    /// Run the durable pipeline: sources → journal → decide → outbox (→ forwarder).
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+        /// Stop once every source is at its end and everything is decided and checkpointed.
+        #[arg(long)]
+        exit_at_end: bool,
+        /// Keep outbox records queued (no forwarder).
+        #[arg(long, conflicts_with = "forward")]
+        no_forward: bool,
+        /// Where the outbox goes.
+        #[arg(long, value_enum, default_value_t = Forward::Mqtt)]
+        forward: Forward,
+        /// When stopping, how long the MQTT forwarder may keep publishing to empty the outbox
+        /// (what is left stays queued for the next start).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        drain_timeout: std::time::Duration,
+    },
+    /// Quarantined records: list, show, release (re-ingest) or drop them.
+    Quarantine {
+        #[command(subcommand)]
+        action: linegate::app::audit::quarantine::Action,
+        #[arg(long, global = true)]
+        config: Option<PathBuf>,
+    },
+    /// An alert: every revision, its evidence events, their raw samples and every transition.
+    Explain {
+        alert_id: String,
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prove from the ledger that nothing accepted was lost; non-zero exit when something is
+    /// unaccounted for.
+    Reconcile {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Queue depths, journal positions, ledger length, quarantine count, size on disk.
+    Inspect {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the ledger, or the archived alert records, as JSON Lines.
+    Dump {
+        /// `ledger` or `alerts`.
+        what: String,
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Turn a captured `samples/...` MQTT payload (docs/samples-encoding.md) into JSON Lines: a
+    /// header, then one `{"i", "t_ms", "v"}` per sample.
+    Decode { file: PathBuf },
+    /// Open every configured source, check it, print a few seconds of readings, explain failures.
+    Probe {
+        #[arg(long)]
+        config: PathBuf,
+        /// How long to read each sensor (Modbus: this many seconds of polls).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// One JSON object per source and line on standard output (board/raspberry-pi/README.md,
+        /// "Probe output"); the text goes to standard error.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `linegate run --forward`: where the outbox goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Forward {
+    /// Publish the outbox to the `[mqtt]` broker.
+    Mqtt,
+    /// Acknowledge every outbox record in-process (tests, demos, benchmarks).
+    LocalAck,
+}
+
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    #[cfg(feature = "failpoints")]
+    let _scenario = kill_at::setup();
+    let result = match cli.command {
+        Command::Replay { trace, config, out, summary, rejected } => {
+            run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
+        }
+        #[cfg(feature = "demo")]
+        Command::Demo { quick, trace } => demo(quick, trace),
+        Command::CheckConfig { config } => check_config(&config),
+        Command::Run { config, exit_at_end, no_forward, forward, drain_timeout } => {
+            run(&config, exit_at_end, (!no_forward).then_some(forward), drain_timeout)
+        }
+        Command::Quarantine { action, config } => match config {
+            None => Err("quarantine needs --config FILE".into()),
+            Some(c) => audit(&c, |store| action.run(store)),
+        },
+        Command::Explain { alert_id, config, json } => {
+            audit(&config, |store| linegate::app::audit::explain::explain(store, &alert_id, json))
+        }
+        Command::Reconcile { config, json } => reconcile(&config, json),
+        Command::Inspect { config, json } => {
+            audit(&config, |store| linegate::app::audit::inspect::inspect(store, json))
+        }
+        Command::Dump { what, config } => {
+            audit(&config, |store| linegate::app::audit::dump(store, &what))
+        }
+        Command::Decode { file } => decode(&file),
+        Command::Probe { config, seconds, json } => probe(&config, seconds, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("linegate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
