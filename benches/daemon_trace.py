@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a trace (CONTRACTS section 8) of simulated accelerometers for the daemon benchmark:
+"""Writes a trace (docs/contracts.md section 8) of simulated accelerometers for the daemon benchmark:
 SENSORS sensors (two per machine) at RATE Hz, one `samples` line of one second per sensor and
 second, for SECONDS seconds of event time, arriving 100 ms after the second ends; a tick every
 10 s. The waveform is a 0.3 g vibration with a 1.2 g burst on sensor 0 for 5 s each minute (the

@@ -49,9 +49,9 @@ use tokio::sync::{mpsc, Notify};
 
 use linegate::clock::SystemClock;
 use linegate::config::{Config, MqttForwardConfig, WatermarkBound};
-use linegate::event::{Clock, ClockState, Event, Metric, Quality, Unit};
+use linegate::event::{ClockEvidence, ClockState, Event, Metric, Quality, Unit};
 use linegate::forward::{run, ForwarderConfig, OutboxSource, SessionConfig};
-use linegate::outbox::OutboxRecord;
+use linegate::records::outbox::OutboxRecord;
 use linegate::rule::{Engine, Params};
 use linegate::store::{Store, StoreOptions};
 
@@ -113,7 +113,7 @@ fn event(machine: &str, seq: u64, ts_ms: i64, value: f64) -> Event {
         sensor: "s1".into(),
         seq,
         ts_ms,
-        clock: Clock { state: ClockState::Synced, err_ms: Some(2) },
+        clock: ClockEvidence { state: ClockState::Synced, err_ms: Some(2) },
         metric: Metric::AccelRms,
         value,
         unit: Unit::G,

@@ -1,4 +1,4 @@
-//! Writes a large synthetic trace (JSON Lines, CONTRACTS section 8) for benchmarks:
+//! Writes a large synthetic trace (JSON Lines, docs/contracts.md section 8) for benchmarks:
 //! `cargo run --release --example gen_trace -- MACHINES SECONDS SENSORS_PER_MACHINE > trace.jsonl`
 //! The load is `linegate::synth::Load`: deterministic, mostly quiet, bursts of high vibration,
 //! arrival jitter and 0.1 % duplicates. A tick every 10 s of ingest time.

@@ -3,6 +3,7 @@
 //! CONFIG holds one `[[source]]` of kind modbus-rtu or modbus-tcp; its first block is read.
 //! Prints one line per trial and then the median as JSON (benches/modbus_rtu.sh runs it).
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods)] // a benchmark measures wall time
 
 use std::path::PathBuf;
 use std::time::Duration;

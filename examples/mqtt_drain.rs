@@ -25,7 +25,7 @@ use std::time::Duration;
 use linegate::clock::{Clock, SystemClock};
 use linegate::config::MqttForwardConfig;
 use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
-use linegate::outbox::OutboxRecord;
+use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
@@ -244,8 +244,8 @@ fn main() {
         Some("lines") => {
             let n: usize = args[2].parse().unwrap();
             let frames = args.get(4).is_some_and(|a| a == "frames");
-            // A frame of one axis ("z") as `linegate::samples_codec` encodes it, as text.
-            let frame = "f".repeat(linegate::samples_codec::encoded_len(1, RATE));
+            // A frame of one axis ("z") as `linegate::records::samples_codec` encodes it, as text.
+            let frame = "f".repeat(linegate::records::samples_codec::encoded_len(1, RATE));
             let line = |i: usize| match frames && i % 2 == 1 {
                 true => frame.clone(),
                 false => event_json(i % 8, i as u64 / 8 + 1),

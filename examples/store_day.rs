@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use linegate::outbox::OutboxRecord;
+use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 
 const SENSORS: u64 = 8;

@@ -16,11 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::event::{Event, Metric};
-use crate::ledger::Acceptance;
-use crate::quarantine::{Reason, Rejection};
+use crate::records::ledger::Acceptance;
+use crate::records::quarantine::{Reason, Rejection};
+use crate::records::snapshot::SnapshotError;
 use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};
-use crate::snapshot::SnapshotError;
 use crate::stamp::{FrameCutter, FrameParams};
 use crate::trace::{Arrival, TraceLine};
 
@@ -123,7 +123,7 @@ impl Decider {
     }
 
     pub fn snapshot(&self) -> Vec<u8> {
-        crate::snapshot::encode(&Saved {
+        crate::records::snapshot::encode(&Saved {
             now: self.now,
             counts: self.counts.clone(),
             engine: self.engine.snapshot(),
@@ -132,7 +132,7 @@ impl Decider {
     }
 
     pub fn restore(config: &Config, snapshot: &[u8]) -> Result<Self, SnapshotError> {
-        let s: Saved = crate::snapshot::decode(snapshot)?;
+        let s: Saved = crate::records::snapshot::decode(snapshot)?;
         Ok(Decider {
             engine: Engine::restore(Params::from_config(config), &s.engine)?,
             cutter: FrameCutter::restore(frame_params(config), &s.cutter)?,

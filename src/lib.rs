@@ -1,8 +1,11 @@
 //! linegate: an edge gateway for industrial vibration monitoring.
 //!
-//! Stages, as in ARCHITECTURE.md: `trace` (a recorded source) → `stamp` (sequence numbers, feature
-//! extraction) → `rule` (the pure decision core) → outputs. `event` and `quarantine` hold the
-//! contracts every stage shares; `config` the configuration.
+//! The route of a sample (docs/architecture.md): `source` (buses, Modbus) or `trace` (recorded
+//! input) → `stamp` (sequence numbers, clock evidence, features) → the store's journal (`store`)
+//! → `decider` (the pure decision path over `rule`) → the store's outbox → `forward` (MQTT).
+//! `app` wires these into `linegate run`; `replay` runs the decision path alone over a trace.
+//! `event` and `records` hold the vocabularies every stage shares (docs/contracts.md); `config`
+//! the configuration; `clock` the one time source; `telemetry` metrics, logs and systemd.
 #![deny(unsafe_code)]
 // exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `app::memory` (mallopt, malloc_trim)
 #![deny(rust_2018_idioms, unused_must_use)]
@@ -19,19 +22,15 @@
 pub mod app;
 pub mod clock;
 pub mod config;
-pub mod decide;
+pub mod decider;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod driver;
 pub mod event;
 pub mod forward;
-pub mod ledger;
-pub mod outbox;
-pub mod quarantine;
+pub mod records;
 pub mod replay;
 pub mod rule;
-pub mod samples_codec;
-pub mod snapshot;
 pub mod source;
 pub mod stamp;
 pub mod store;

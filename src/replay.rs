@@ -1,5 +1,5 @@
 //! `linegate replay`: the whole decision path over a trace, deterministically, without a broker
-//! (CONTRACTS section 8). Streaming: memory is the rule state, not the trace length.
+//! (docs/contracts.md section 8). Streaming: memory is the rule state, not the trace length.
 //!
 //! Lines are parsed on one thread and decided in order by [`Decider`] on another; this module
 //! only moves bytes: alert records to `--out`, rejected lines to `--rejected`, counts to
@@ -11,8 +11,8 @@ use std::io::{BufRead, Write};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::decide::{Counts, Decider, LineError};
-use crate::quarantine::{Reason, Rejection};
+use crate::decider::{Counts, Decider, LineError};
+use crate::records::quarantine::{Reason, Rejection};
 use crate::trace::parse::parse_line;
 use crate::trace::TraceLine;
 

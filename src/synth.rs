@@ -2,7 +2,7 @@
 //! with bursts of high vibration, a little arrival jitter and the odd duplicate. Used by the
 //! benchmarks and by `examples/gen_trace.rs` to write large traces; never by the daemon.
 
-use crate::event::{Clock, ClockState, Event, Metric, Quality, Unit};
+use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, Unit};
 
 /// A small, fast, deterministic PRNG (xorshift64*), so every run generates the same load.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ impl Load {
                         sensor: sensor.clone(),
                         seq,
                         ts_ms: ts,
-                        clock: Clock { state: ClockState::Synced, err_ms: Some(2) },
+                        clock: ClockEvidence { state: ClockState::Synced, err_ms: Some(2) },
                         metric: Metric::AccelRms,
                         value: (value * 1e4).round() / 1e4,
                         unit: Unit::G,

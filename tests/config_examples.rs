@@ -1,5 +1,4 @@
 //! Every example configuration in `config/*.toml` must load.
-#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 

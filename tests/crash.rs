@@ -8,7 +8,6 @@
 //! `LINEGATE_CRASH_KILLS=N` (default 50) sets how many kills at least; `LINEGATE_CRASH_SEED`
 //! the seed of the random choices (printed).
 #![cfg(feature = "failpoints")]
-#![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
@@ -17,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use linegate::config::Config;
-use linegate::decide::{Decider, Outcome};
+use linegate::decider::{Decider, Outcome};
 use linegate::trace::parse::parse_line;
 
 const BIN: &str = env!("CARGO_BIN_EXE_linegate");

@@ -2,7 +2,6 @@
 //! decision path: its final incidents must equal those the independent brute-force computation
 //! (fixtures/cwru/reference.py, numpy-free Python over the same trace) wrote to
 //! fixtures/expected/cwru.incidents.json.
-#![allow(clippy::unwrap_used)]
 
 mod support;
 

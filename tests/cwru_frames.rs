@@ -1,7 +1,6 @@
 //! Feature extraction on real data: the CWRU trace (fixtures/cwru/README.md) cut by `FrameCutter`
 //! must give exactly the derived events the independent Python reference computed
 //! (fixtures/expected/cwru.frames.json).
-#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -4,7 +4,6 @@
 //! an alert was published and before its checkpoint committed; the broker absent when the daemon
 //! starts. Every assertion is on what the subscriber received and on what
 //! `linegate reconcile` and the ledger say afterwards.
-#![allow(clippy::unwrap_used)]
 
 #[path = "support/mqtt.rs"]
 mod mqtt;
@@ -180,7 +179,7 @@ fn alert_key(a: &Value) -> (String, u64) {
 }
 
 /// Waits until every accepted event and every replay alert record reached the subscriber, then
-/// checks CONTRACTS section 10: each event on `events/{machine}/{sensor}` with its original
+/// checks docs/contracts.md section 10: each event on `events/{machine}/{sensor}` with its original
 /// `ts_ms`, nothing else, per-sensor `seq` order after deduplication on `event_id`, and the alert
 /// records, deduplicated on `(alert_id, revision)`, equal to replay's.
 fn check_delivered(

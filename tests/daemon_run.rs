@@ -8,7 +8,6 @@
 //!   datagram socket the test binds;
 //! - a small `[store] max_bytes` sheds old raw samples: `Shed` records in `linegate dump ledger`,
 //!   and `reconcile` lists them as missing with the reason.
-#![allow(clippy::unwrap_used)]
 
 #[path = "support/promtool.rs"]
 mod promtool;

@@ -2,7 +2,6 @@
 //! after it, and the final reports. The decisions are those of the trace (deterministic); which
 //! events go from backlog depends on the wall clock, so only their presence is asserted.
 #![cfg(feature = "demo")]
-#![allow(clippy::unwrap_used)]
 
 use std::process::Command;
 

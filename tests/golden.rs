@@ -2,7 +2,6 @@
 //! byte for byte. The scenarios and their expected meaning are described in
 //! fixtures/traces/make_golden.py; the expected files were checked against it by hand.
 //! `LINEGATE_BLESS=1 cargo test --test golden` rewrites them (then review the diff!).
-#![allow(clippy::unwrap_used)]
 
 mod support;
 

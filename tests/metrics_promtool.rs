@@ -4,7 +4,6 @@
 //! session, its PUBLISHes and PUBACKs, the backlog drained, the journal's group commits and the
 //! store's fsyncs all counted — and with the broker absent. promtool comes from Debian's
 //! `prometheus` package, mosquitto from Debian's `mosquitto` (both installed by `.ci/run`).
-#![allow(clippy::unwrap_used)]
 
 #[path = "support/promtool.rs"]
 mod promtool;
@@ -17,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use linegate::decide::Counts;
+use linegate::decider::Counts;
 use linegate::event::ClockState;
 use linegate::rule::StateSize;
 use linegate::telemetry::{http, BrokerState, Metrics, OutboxKind};

@@ -1,7 +1,6 @@
 //! Modbus RTU against a real peer: pymodbus as an RTU server on one end of a socat pty pair,
 //! linegate on the other. Normal polling, garbage on the line, a line nobody answers, an adapter
 //! that is unplugged (its path disappears) and plugged back, and `probe`.
-#![allow(clippy::unwrap_used)]
 
 #[path = "support/modbus.rs"]
 mod support;

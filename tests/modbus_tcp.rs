@@ -1,7 +1,6 @@
 //! Modbus TCP against a real peer: pymodbus serving recorded vibration (tests/support/).
 //! Normal polling, device exceptions, a server that never answers, a killed server that comes
 //! back, and `probe`.
-#![allow(clippy::unwrap_used)]
 
 #[path = "support/modbus.rs"]
 mod support;

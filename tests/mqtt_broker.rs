@@ -2,7 +2,6 @@
 //! steady flow, broker restarts with and without persistence, a slow broker, an oversized
 //! record, TLS with a client certificate, a wrong password. Every assertion is on what the
 //! subscriber received and on what is left in the real store.
-#![allow(clippy::unwrap_used)]
 
 #[path = "support/mqtt.rs"]
 mod mqtt;
@@ -15,8 +14,8 @@ use std::time::Duration;
 
 use linegate::clock::SystemClock;
 use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
-use linegate::outbox::{GapNotice, GapRange, OutboxRecord};
-use linegate::samples_codec::SamplesFrame;
+use linegate::records::outbox::{GapNotice, GapRange, OutboxRecord};
+use linegate::records::samples_codec::SamplesFrame;
 use mqtt::*;
 use tokio::sync::{watch, Notify};
 

@@ -1,7 +1,6 @@
 //! `linegate probe` on this machine, which has no I2C or SPI buses: a missing device node gives
 //! the message a technician can act on and a non-zero exit code; a trace source is counted. With
 //! `--json`, one object per source on standard output.
-#![allow(clippy::unwrap_used)]
 
 use std::process::{Command, Output};
 

@@ -1,9 +1,8 @@
 //! Property tests of the rule core against the brute-force reference.
-#![allow(clippy::unwrap_used)]
 
 mod support;
 
-use linegate::event::{Clock, Event, Metric, Quality, Unit};
+use linegate::event::{ClockEvidence, Event, Metric, Quality, Unit};
 use linegate::rule::{Engine, Params, Verdict};
 use proptest::prelude::*;
 use support::{check_revisions, final_incidents, reference, FinalIncident};
@@ -17,7 +16,7 @@ fn event(machine: &str, sensor: &str, seq: u64, ts: i64, value: f64) -> Event {
         sensor: sensor.into(),
         seq,
         ts_ms: ts,
-        clock: Clock::UNKNOWN,
+        clock: ClockEvidence::UNKNOWN,
         metric: Metric::AccelRms,
         value,
         unit: Unit::G,

@@ -1,12 +1,11 @@
-//! The checkpoint contract of the decide stage (ARCHITECTURE.md, "the checkpoint boundary"):
+//! The checkpoint contract of the decide stage (docs/architecture.md, "the checkpoint boundary"):
 //! stopping after any line, snapshotting, restoring and going on decides exactly as a run that
 //! never stopped — same alert records, byte for byte, and the same counts.
-#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 
 use linegate::config::Config;
-use linegate::decide::{Counts, Decider};
+use linegate::decider::{Counts, Decider};
 use linegate::trace::parse::parse_line;
 use proptest::prelude::*;
 

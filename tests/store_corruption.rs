@@ -3,12 +3,11 @@
 //! [`Store::open_or_recover`] must return a store that is either intact (sled's own recovery
 //! coped) or fresh with a `Recovery` ledger record naming what was moved aside; either way it
 //! keeps working (append, checkpoint, reopen).
-#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 
-use linegate::ledger::LedgerEntry;
-use linegate::outbox::OutboxRecord;
+use linegate::records::ledger::LedgerEntry;
+use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 
 const NOW: i64 = 1_700_000_000_000;

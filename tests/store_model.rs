@@ -19,7 +19,6 @@
 //!
 //! An in-process restart lets sled flush on drop, so here the uncommitted records always
 //! survive; the prefix rule is what the store promises after a real crash.
-#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

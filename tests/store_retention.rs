@@ -2,12 +2,11 @@
 //!
 //! A model of the outbox (sequence → record) is kept beside the store; after every shed and every
 //! restart the store's outbox must equal the model with exactly the shed frames replaced by gaps.
-#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 
-use linegate::ledger::LedgerEntry;
-use linegate::outbox::{GapRange, OutboxRecord};
+use linegate::records::ledger::LedgerEntry;
+use linegate::records::outbox::{GapRange, OutboxRecord};
 use linegate::store::{Store, StoreOptions};
 
 const FRAME_BYTES: usize = 12_800;

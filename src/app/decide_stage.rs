@@ -14,13 +14,13 @@ use parking_lot::RwLockWriteGuard;
 use tokio::sync::{mpsc, Notify};
 
 use super::outputs::Pending;
-use super::records::CheckpointPayload;
 use super::telemetry::Telemetry;
 use super::{lock, read, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::decide::Decider;
-use crate::outbox::OutboxRecord;
+use crate::decider::Decider;
+use crate::records::checkpoint::CheckpointPayload;
+use crate::records::outbox::OutboxRecord;
 use crate::store::{JournalRecord, Store};
 
 /// The decide stage's state between checkpoints.

@@ -14,7 +14,7 @@ use tokio::sync::{watch, Notify};
 
 use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
-use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
 
 /// What a forwarder is given.
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! The ingest task of a `kind = "trace"` source (CONTRACTS section 8): reads lines from the
+//! The ingest task of a `kind = "trace"` source (docs/contracts.md section 8): reads lines from the
 //! resume offset on, appends them to the journal with group commit (every `commit_records`
 //! lines, or after `commit_interval` when lines trickle in at `speed` > 0), and only after the
 //! commit hands them to the decide stage and advances its position. Each journal record carries
@@ -97,6 +97,7 @@ pub(super) struct IngestParams {
 
 /// Reads, journals and forwards the source's lines until the end (with `exit_at_end`) or until
 /// `stop` is set; lines read before `stop` are committed and sent first.
+#[allow(clippy::disallowed_methods)] // group-commit deadlines are tokio timers; tests pause tokio's clock
 pub(super) async fn ingest(
     p: IngestParams,
     store: SharedStore,

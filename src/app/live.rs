@@ -2,7 +2,7 @@
 //! yields becomes journal records the decide stage already understands, so live and recorded data
 //! are decided the same way.
 //!
-//! - A block of raw samples becomes one CONTRACTS section 8 `samples` line with its original
+//! - A block of raw samples becomes one docs/contracts.md section 8 `samples` line with its original
 //!   timestamps and clock evidence, stamped with the ingest time it arrived at. The decide stage
 //!   cuts it into frames and derives the events, numbering them per sensor from its checkpointed
 //!   state, as for a trace: sequence numbers have one owner, and a journal replayed after a crash
@@ -30,9 +30,9 @@ use tokio::time::{Duration, Instant};
 use super::ingest::{journal, Line};
 use super::{lock, AppError, SharedStore};
 use crate::clock::Clock;
-use crate::event::{Clock as ClockEvidence, Unit};
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::{GapNotice, GapRange};
+use crate::event::{ClockEvidence, Unit};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::{GapNotice, GapRange};
 use crate::stamp::clock::ClockStep;
 use crate::store::{JournalRecord, Origin};
 use crate::trace::SamplesRecord;
@@ -83,7 +83,7 @@ pub(super) struct LiveParams {
     pub(super) telemetry: super::telemetry::Telemetry,
 }
 
-/// One `samples` trace line (CONTRACTS section 8) as written to the journal.
+/// One `samples` trace line (docs/contracts.md section 8) as written to the journal.
 #[derive(Serialize)]
 struct SamplesLine<'a> {
     at: i64,
@@ -134,6 +134,7 @@ struct Collected {
 
 /// Journals, declares and ledgers what `adapter` makes of `input` until `stop` is set or the
 /// input ends; what arrived before is committed first.
+#[allow(clippy::disallowed_methods)] // group-commit deadlines are tokio timers; tests pause tokio's clock
 pub(super) async fn ingest_live<A: Adapter>(
     p: LiveParams,
     mut adapter: A,

@@ -58,7 +58,11 @@ impl<K: KernelClock> ClockEvidence<K> {
 
     /// Observes the clocks at `now` (a step goes to `out`) and returns the evidence for data
     /// stamped now.
-    pub(super) fn observe(&mut self, now: Now, out: &mut Vec<LiveItem>) -> crate::event::Clock {
+    pub(super) fn observe(
+        &mut self,
+        now: Now,
+        out: &mut Vec<LiveItem>,
+    ) -> crate::event::ClockEvidence {
         if now.mono_ms - self.kernel_read_at >= KERNEL_EVERY_MS {
             self.kernel_last = self.kernel.read();
             self.kernel_read_at = now.mono_ms;
@@ -153,11 +157,10 @@ pub(super) async fn ingest(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::config::{Config, SourceConfig};
-    use crate::outbox::GapRange;
+    use crate::records::outbox::GapRange;
     use crate::source::modbus::BadReadings;
     use crate::trace::SamplesRecord;
 

@@ -1,7 +1,6 @@
 //! The live ingest with a bus sensor in process: an ADXL345 on an `embedded-hal-mock` I2C bus,
 //! the real read loop thread, the live ingest into a real store, and the decide stage started
 //! only after the source ended (the slowest decide stage there is).
-#![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -11,13 +10,13 @@ use embedded_hal_mock::eh1::i2c::{Mock as I2cMock, Transaction as I2cTx};
 use tokio::sync::Notify;
 
 use super::*;
+use crate::app::decide_stage::DecideStage;
 use crate::app::live_bus::BusAdapter;
-use crate::app::stage::DecideStage;
 use crate::clock::ManualClock;
 use crate::config::{Config, SourceConfig};
 use crate::driver::adxl345::{Adxl345, I2cAddress};
-use crate::ledger::LedgerEntry;
-use crate::outbox::OutboxRecord;
+use crate::records::ledger::LedgerEntry;
+use crate::records::outbox::OutboxRecord;
 use crate::source::bus::{spawn, BusReader};
 use crate::source::clock_quality::KernelClock;
 use crate::stamp::clock::KernelEvidence;

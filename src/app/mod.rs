@@ -1,16 +1,17 @@
-//! `linegate run`: the durable pipeline, an async shell around the pure cores (ARCHITECTURE.md:
+//! `linegate run`: the durable pipeline, an async shell around the pure cores (docs/architecture.md:
 //! sources → journal → decide → outbox → forward).
 //!
 //! - One ingest task per `kind = "trace"` source ([`ingest`]) journals lines with group commit
 //!   and hands committed batches to the decide stage over a bounded channel; one per live source
 //!   (`modbus-tcp`, `modbus-rtu`, `i2c`, `spi`: [`live`]) journals its sample blocks as trace
 //!   `samples` lines the same way, without ever waiting for the decide stage.
-//! - The decide stage ([`stage`]), a dedicated thread, decides them and checkpoints decider
+//! - The decide stage ([`decide_stage`]), a dedicated thread, decides them and checkpoints decider
 //!   state, outbox, ledger, quarantine and alert archive in one batch ([`outputs`]).
 //! - A forwarder ([`forward`]) plugs into a slot and is woken when the outbox grows.
 //!
-//! All stages share one [`Store`] behind a mutex (sled holds a file lock: one process); sled work
-//! runs on blocking threads, never on the reactor. A start on an existing store ledgers a
+//! All stages share one [`Store`] behind a read-write lock ([`SharedStore`]: sled holds a file
+//! lock, so one process); writes take it exclusively, a checkpoint's commit shared so that the
+//! forwarder reads meanwhile. Sled work runs on blocking threads, never on the reactor. A start on an existing store ledgers a
 //! `Restart` and resumes: the decide stage from its checkpoint (journal records after it are
 //! decided again, exactly as before), each source right after its last journaled record.
 //! Stopping (SIGTERM, SIGINT, or the end of every source with `exit_at_end`) commits what was
@@ -24,6 +25,7 @@
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
 
 pub mod audit;
+mod decide_stage;
 pub mod forward;
 pub mod forward_mqtt;
 mod ingest;
@@ -32,10 +34,8 @@ mod live_bus;
 mod live_modbus;
 pub mod memory;
 pub mod outputs;
-pub mod records;
 pub mod retention;
 pub mod shutdown;
-mod stage;
 pub mod telemetry;
 
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, SourceConfig};
-use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::store::{Store, StoreError, StoreOptions};
 
 pub use forward::{ForwardCtx, ForwardSlot};
@@ -255,8 +255,8 @@ fn start(
     store: SharedStore,
     grew: Arc<Notify>,
     telemetry: telemetry::Telemetry,
-) -> Result<(u64, std::collections::BTreeMap<u16, u64>, stage::DecideStage), AppError> {
-    let stage = stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
+) -> Result<(u64, std::collections::BTreeMap<u16, u64>, decide_stage::DecideStage), AppError> {
+    let stage = decide_stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
     let mut offsets = stage.offsets().clone();
     let mut s = lock(&store);
     let journal_next = s.next_journal_pos();

@@ -8,12 +8,12 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::records::QuarantineEntry;
-use crate::decide::{kind_name, Decider, Outcome};
+use crate::decider::{kind_name, Decider, Outcome};
 use crate::event::Event;
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::OutboxRecord;
-use crate::quarantine::Rejection;
+use crate::records::checkpoint::QuarantineEntry;
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::OutboxRecord;
+use crate::records::quarantine::Rejection;
 use crate::rule::alert::AlertRecord;
 use crate::store::archive::{alert_key, quarantine_key};
 use crate::store::{JournalRecord, Origin};

@@ -154,7 +154,6 @@ pub(super) async fn run_once(store: &SharedStore, config: &Arc<Config>, telemetr
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

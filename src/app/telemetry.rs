@@ -25,10 +25,10 @@ use tokio::sync::watch;
 
 use super::{read, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
-use crate::decide::Decider;
+use crate::decider::Decider;
 use crate::event::ClockState;
 use crate::forward::ForwardStats;
-use crate::outbox::{Bulk, OutboxRecord};
+use crate::records::outbox::{Bulk, OutboxRecord};
 use crate::telemetry::drain::DrainRate;
 use crate::telemetry::watchdog::Heartbeat;
 use crate::telemetry::{BrokerState, Metrics, OutboxKind};
@@ -247,7 +247,6 @@ pub(super) async fn bind_metrics(listen: &str) -> Option<TcpListener> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::store::{Store, StoreOptions};

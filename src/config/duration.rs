@@ -15,7 +15,6 @@ pub(super) fn parse_ms(text: &str) -> Result<i64, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,4 +1,4 @@
-//! Configuration (CONTRACTS section 9): a TOML file turned into validated, typed settings.
+//! Configuration (docs/contracts.md section 9): a TOML file turned into validated, typed settings.
 //!
 //! Two layers. `raw` is exactly the TOML shape (every key optional, unknown keys rejected by
 //! serde); the `validate_*` functions below turn each section into the public types, filling in
@@ -12,6 +12,7 @@
 mod duration;
 mod mqtt;
 mod raw;
+mod rule;
 mod size;
 mod source_bus;
 mod source_modbus;
@@ -53,7 +54,7 @@ pub struct GatewayConfig {
     pub id: String,
 }
 
-/// `[rule]` (CONTRACTS section 4).
+/// `[rule]` (docs/contracts.md section 4).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleConfig {
     /// The rule's name as written into alert records; an identifier.
@@ -113,7 +114,7 @@ pub enum WatermarkBound {
     Auto,
 }
 
-/// `[time]` (CONTRACTS section 5). All durations in milliseconds.
+/// `[time]` (docs/contracts.md section 5). All durations in milliseconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeConfig {
     pub watermark_bound: WatermarkBound,
@@ -171,7 +172,7 @@ impl Default for StoreConfig {
     }
 }
 
-/// `[mqtt]` (CONTRACTS section 10).
+/// `[mqtt]` (docs/contracts.md section 10).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MqttConfig {
     /// Non-empty, no whitespace.
@@ -211,7 +212,7 @@ impl Default for MetricsConfig {
 /// One `[[source]]`, tagged by its `kind` key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceConfig {
-    /// `kind = "trace"`: a recorded trace file (CONTRACTS section 8).
+    /// `kind = "trace"`: a recorded trace file (docs/contracts.md section 8).
     Trace(TraceSource),
     /// `kind = "modbus-tcp"` or `"modbus-rtu"`: a polled Modbus device (`source_modbus.rs`).
     Modbus(ModbusSource),

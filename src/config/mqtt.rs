@@ -164,7 +164,6 @@ impl Ctx<'_> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use crate::config::Config;
 

@@ -32,7 +32,6 @@ pub(super) fn parse_bytes(value: &toml::Value) -> Result<u64, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

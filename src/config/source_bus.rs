@@ -32,24 +32,7 @@ use super::{duration, not_identifier, Ctx, Result};
 use crate::driver::adxl345::{DataRate, I2cAddress, Range, I2C_MAX_RATE};
 use crate::event::is_identifier;
 
-/// One accelerometer axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Axis {
-    X,
-    Y,
-    Z,
-}
-
-impl Axis {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Axis::X => "x",
-            Axis::Y => "y",
-            Axis::Z => "z",
-        }
-    }
-}
+pub use crate::event::schema2::Axis;
 
 /// What both buses share: the sensor, its settings and where its samples go.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,4 @@
 //! `kind = "i2c"` and `kind = "spi"`: defaults, every refusal naming file, key and why.
-#![allow(clippy::unwrap_used)]
 
 use super::*;
 use crate::config::{Config, ConfigError, SourceConfig};

@@ -1,8 +1,6 @@
-#![allow(clippy::unwrap_used)]
-
 use super::*;
 
-/// CONTRACTS section 9, verbatim.
+/// docs/contracts.md section 9, verbatim.
 const CONTRACT_EXAMPLE: &str = r#"
 [gateway]
 id = "gw-01"

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::subscriber::Arrivals;
-use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
 
 /// The comparison.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -60,7 +60,7 @@ pub fn compare(ledger: &[(u64, LedgerRecord)], arrived: &Arrivals) -> Delivery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Acceptance;
+    use crate::records::ledger::Acceptance;
 
     fn accepted(id: &str) -> (u64, LedgerRecord) {
         let entry = LedgerEntry::Accepted {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
 use super::DemoError;
-use crate::samples_codec::SamplesFrame;
+use crate::records::samples_codec::SamplesFrame;
 
 /// What arrived, each thing once however often it was delivered.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -133,7 +133,6 @@ pub async fn start(port: u16, root: &str) -> Result<Arc<Mutex<Arrivals>>, DemoEr
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::event::Unit;

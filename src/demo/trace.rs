@@ -93,7 +93,6 @@ fn shifted(line: &str, key: &str, by: i64) -> Option<String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

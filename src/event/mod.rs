@@ -1,4 +1,4 @@
-//! The event contract (CONTRACTS section 2): types, units, and the JSON shape.
+//! The event contract (docs/contracts.md section 2): types, units, and the JSON shape.
 //!
 //! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`.
 
@@ -7,7 +7,7 @@ pub mod schema2;
 
 use serde::{Deserialize, Serialize};
 
-/// 1 g in m/s2 (CONTRACTS section 2).
+/// 1 g in m/s2 (docs/contracts.md section 2).
 pub const STANDARD_GRAVITY: f64 = 9.806_65;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,14 +22,14 @@ pub enum ClockState {
 
 /// Evidence of how far `ts_ms` can be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Clock {
+pub struct ClockEvidence {
     pub state: ClockState,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub err_ms: Option<u32>,
 }
 
-impl Clock {
-    pub const UNKNOWN: Clock = Clock { state: ClockState::Unknown, err_ms: None };
+impl ClockEvidence {
+    pub const UNKNOWN: ClockEvidence = ClockEvidence { state: ClockState::Unknown, err_ms: None };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,7 +114,7 @@ pub struct Event {
     pub sensor: String,
     pub seq: u64,
     pub ts_ms: i64,
-    pub clock: Clock,
+    pub clock: ClockEvidence,
     pub metric: Metric,
     pub value: f64,
     pub unit: Unit,
@@ -181,7 +181,7 @@ mod tests {
             sensor: "s1".into(),
             seq: 1,
             ts_ms: 1_700_000_000_000,
-            clock: Clock { state: ClockState::Synced, err_ms: Some(2) },
+            clock: ClockEvidence { state: ClockState::Synced, err_ms: Some(2) },
             metric: Metric::AccelRms,
             value: 0.7,
             unit: Unit::G,
@@ -197,8 +197,11 @@ mod tests {
             Event { machine: "press-7s".into(), sensor: "1".into(), ..e.clone() },
             Event { seq: 2, ..e.clone() },
             Event { ts_ms: e.ts_ms + 1, ..e.clone() },
-            Event { clock: Clock { state: ClockState::Holdover, err_ms: Some(2) }, ..e.clone() },
-            Event { clock: Clock { state: ClockState::Synced, err_ms: None }, ..e.clone() },
+            Event {
+                clock: ClockEvidence { state: ClockState::Holdover, err_ms: Some(2) },
+                ..e.clone()
+            },
+            Event { clock: ClockEvidence { state: ClockState::Synced, err_ms: None }, ..e.clone() },
             Event { metric: Metric::AccelPeak, ..e.clone() },
             Event { value: 0.71, ..e.clone() },
             Event { unit: Unit::Ms2, ..e.clone() },

@@ -5,8 +5,10 @@
 //! validates it and upcasts it to the scalar [`Event`](super::Event) with `value = upcast(axes)` and
 //! `schema: 2`.
 
-/// One measurement axis of a schema-2 event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// One measurement axis: of a schema-2 event, and of an accelerometer a bus source reads
+/// (`axes = ["x", "z"]` in its configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Axis {
     X,
     Y,

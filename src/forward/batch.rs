@@ -10,7 +10,7 @@ use super::payload::{
 };
 use super::session::SessionConfig;
 use super::source::{OutboxSource, SourceError};
-use crate::outbox::OutboxRecord;
+use crate::records::outbox::OutboxRecord;
 
 /// One PUBLISH's content and the records it completes.
 #[derive(Debug)]

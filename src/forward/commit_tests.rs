@@ -174,7 +174,7 @@ fn events_batch_across_their_sensors_raw_samples() {
     assert_eq!(seqs, [1, 2, 3], "one batch, in seq order");
     let t0s: Vec<_> = all[2..]
         .iter()
-        .map(|p| crate::samples_codec::SamplesFrame::decode(&p.payload).unwrap().t0_ms)
+        .map(|p| crate::records::samples_codec::SamplesFrame::decode(&p.payload).unwrap().t0_ms)
         .collect();
     assert_eq!(t0s, [1000, 2000, 3000], "frames keep their order");
     assert!(src.pending_seqs().unwrap().is_empty());

@@ -1,4 +1,4 @@
-//! MQTT store-and-forward (issue 4, CONTRACTS section 10): the outbox drained to a broker with
+//! MQTT store-and-forward (issue 4, docs/contracts.md section 10): the outbox drained to a broker with
 //! QoS 1, each record removed only after its PUBACK. The only code that touches rumqttc.
 //!
 //! - `session`: the pure session core (what to publish, PUBACK correlation, pace, priority);

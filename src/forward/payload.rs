@@ -1,8 +1,8 @@
-//! Payload bytes for each topic (CONTRACTS section 10), sized against the broker's maximum
+//! Payload bytes for each topic (docs/contracts.md section 10), sized against the broker's maximum
 //! packet size. Pure.
 
-use crate::outbox::{GapNotice, GapRange};
-use crate::samples_codec::{encoded_len, SamplesFrame};
+use crate::records::outbox::{GapNotice, GapRange};
+use crate::records::samples_codec::{encoded_len, SamplesFrame};
 use crate::trace::SamplesRecord;
 
 /// Bytes of a QoS 1 PUBLISH that are not payload: fixed header (at most 5), topic length (2),

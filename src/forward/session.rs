@@ -36,7 +36,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::batch::{next_payloads, Item};
 use super::source::{Lane, OutboxSource, SourceError};
-use crate::outbox::OutboxRecord;
+use crate::records::outbox::OutboxRecord;
 
 /// Settings of the session core (from `[mqtt]`).
 #[derive(Debug, Clone, PartialEq)]

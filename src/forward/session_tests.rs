@@ -3,8 +3,8 @@
 use super::*;
 use crate::event::Unit;
 use crate::forward::MemorySource;
-use crate::ledger::LedgerEntry;
-use crate::outbox::{GapNotice, GapRange};
+use crate::records::ledger::LedgerEntry;
+use crate::records::outbox::{GapNotice, GapRange};
 use crate::trace::SamplesRecord;
 
 pub(super) fn cfg() -> SessionConfig {
@@ -353,7 +353,7 @@ fn backlog_events_and_gaps_go_before_its_raw_samples_each_lane_in_order() {
         let topic = format!("lg/gw/samples/m/{sensor}");
         let frames = all[first_frame..].iter().filter(|p| p.topic == topic);
         frames
-            .map(|p| crate::samples_codec::SamplesFrame::decode(&p.payload).unwrap().t0_ms)
+            .map(|p| crate::records::samples_codec::SamplesFrame::decode(&p.payload).unwrap().t0_ms)
             .collect()
     };
     assert_eq!(t0("s1"), (1..=11).map(|p| 1000 * p).collect::<Vec<_>>());
@@ -449,7 +449,9 @@ fn oversized_records_never_loop() {
     assert!(all.iter().all(|p| p.payload.len() + p.topic.len() + 9 <= 4096));
     let n: usize = frames
         .iter()
-        .map(|p| crate::samples_codec::SamplesFrame::decode(&p.payload).unwrap().values.len())
+        .map(|p| {
+            crate::records::samples_codec::SamplesFrame::decode(&p.payload).unwrap().values.len()
+        })
         .sum();
     assert_eq!(n, 3000);
 }

@@ -15,8 +15,8 @@ use std::sync::Mutex;
 
 use parking_lot::RwLock;
 
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::{Bulk, OutboxRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::{Bulk, OutboxRecord};
 use crate::store::{Store, StoreError};
 use crate::trace::parse::parse_line;
 use crate::trace::{Arrival, SamplesRecord};
@@ -341,10 +341,10 @@ mod tests {
             event_id: "g.s.1".into(),
             json: b"{}".to_vec(),
         };
-        let gap = OutboxRecord::Gap(crate::outbox::GapNotice {
+        let gap = OutboxRecord::Gap(crate::records::outbox::GapNotice {
             machine: "m".into(),
             sensor: "s".into(),
-            range: crate::outbox::GapRange::Events { from_seq: 2, to_seq: 3 },
+            range: crate::records::outbox::GapRange::Events { from_seq: 2, to_seq: 3 },
             reason: "shed".into(),
             declared_at_ms: 1,
         });

@@ -22,7 +22,7 @@ pub struct CheckpointPayload {
 /// One rejected record kept in quarantine (tree `state`, `q/` + id).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuarantineEntry {
-    /// CONTRACTS section 7 reason, e.g. `malformed_json`.
+    /// docs/contracts.md section 7 reason, e.g. `malformed_json`.
     pub reason: String,
     /// The sentence naming what was wrong and where.
     pub detail: String,
@@ -46,24 +46,15 @@ pub struct RecordDecodeError {
 }
 
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    if let Err(e) = ciborium::into_writer(v, &mut out) {
-        unreachable!("encoding into memory failed: {e}");
-    }
-    out
+    super::cbor::encode(&[VERSION], v)
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(
     what: &'static str,
     bytes: &[u8],
 ) -> Result<T, RecordDecodeError> {
-    match bytes {
-        [VERSION, rest @ ..] => {
-            ciborium::from_reader(rest).map_err(|e| RecordDecodeError { what, why: e.to_string() })
-        }
-        [v, ..] => Err(RecordDecodeError { what, why: format!("unknown version {v}") }),
-        [] => Err(RecordDecodeError { what, why: "empty value".into() }),
-    }
+    super::cbor::decode_versioned(VERSION, what, bytes)
+        .map_err(|why| RecordDecodeError { what, why })
 }
 
 impl CheckpointPayload {
@@ -85,7 +76,6 @@ impl QuarantineEntry {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,4 +1,4 @@
-//! The ledger: one record per transition of every record the gateway handles (ARCHITECTURE.md),
+//! The ledger: one record per transition of every record the gateway handles (docs/architecture.md),
 //! so that `linegate explain` and `linegate reconcile` can prove from the store alone that nothing
 //! was lost or doubled, and tell delayed data from missing data.
 //!
@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::outbox::GapNotice;
+use crate::records::outbox::GapNotice;
 
 const VERSION: u8 = 1;
 
@@ -24,7 +24,7 @@ pub struct LedgerRecord {
     pub entry: LedgerEntry,
 }
 
-/// How an accepted event was taken by the rule (CONTRACTS section 5).
+/// How an accepted event was taken by the rule (docs/contracts.md section 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Acceptance {
@@ -94,28 +94,18 @@ impl LedgerRecord {
 
     /// The bytes stored in the ledger.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![VERSION];
-        if let Err(e) = ciborium::into_writer(self, &mut out) {
-            unreachable!("ledger encoding into memory failed: {e}");
-        }
-        out
+        super::cbor::encode(&[VERSION], self)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<LedgerRecord, LedgerDecodeError> {
-        match bytes {
-            [VERSION, rest @ ..] => ciborium::from_reader(rest)
-                .map_err(|e| LedgerDecodeError(format!("version {VERSION}: {e}"))),
-            [v, ..] => Err(LedgerDecodeError(format!("unknown ledger record version {v}"))),
-            [] => Err(LedgerDecodeError("empty value".into())),
-        }
+        super::cbor::decode_versioned(VERSION, "ledger record", bytes).map_err(LedgerDecodeError)
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::outbox::GapRange;
+    use crate::records::outbox::GapRange;
 
     #[test]
     fn records_round_trip() {

@@ -1,7 +1,7 @@
-//! What waits in the store's outbox for publication (ARCHITECTURE.md: decide → outbox → forward).
+//! What waits in the store's outbox for publication (docs/architecture.md: decide → outbox → forward).
 //!
 //! The decide stage adds [`OutboxRecord`]s in its checkpoint batch; the forwarder reads them in
-//! outbox order, publishes each on its topic (CONTRACTS section 10) and removes it only after the
+//! outbox order, publishes each on its topic (docs/contracts.md section 10) and removes it only after the
 //! broker's acknowledgement. This module is the shared, pure vocabulary of both: the record types,
 //! their topics and their bytes in the store. It does no I/O.
 //!
@@ -27,7 +27,7 @@ const VERSION: u8 = 1;
 /// One record awaiting publication.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum OutboxRecord {
-    /// An alert record (CONTRACTS section 6), as the JSON bytes `replay` writes for it.
+    /// An alert record (docs/contracts.md section 6), as the JSON bytes `replay` writes for it.
     /// Topic `alerts/{machine}`.
     Alert {
         machine: String,
@@ -56,7 +56,7 @@ pub enum OutboxRecord {
     Gap(GapNotice),
 }
 
-/// A declared gap (CONTRACTS section 10): what will never be delivered, and why.
+/// A declared gap (docs/contracts.md section 10): what will never be delivered, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GapNotice {
     pub machine: String,
@@ -92,7 +92,7 @@ pub enum Bulk {
 }
 
 impl OutboxRecord {
-    /// The topic under `{prefix}/{gateway}/` (CONTRACTS section 10).
+    /// The topic under `{prefix}/{gateway}/` (docs/contracts.md section 10).
     pub fn topic_suffix(&self) -> String {
         match self {
             OutboxRecord::Alert { machine, .. } => format!("alerts/{machine}"),
@@ -104,11 +104,7 @@ impl OutboxRecord {
 
     /// The bytes stored in the outbox.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![VERSION];
-        if let Err(e) = ciborium::into_writer(self, &mut out) {
-            unreachable!("outbox encoding into memory failed: {e}");
-        }
-        out
+        super::cbor::encode(&[VERSION], self)
     }
 
     /// The kind of the stored bytes when they are an event or raw samples, the bulk of a
@@ -125,12 +121,7 @@ impl OutboxRecord {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<OutboxRecord, OutboxDecodeError> {
-        match bytes {
-            [VERSION, rest @ ..] => ciborium::from_reader(rest)
-                .map_err(|e| OutboxDecodeError(format!("version {VERSION}: {e}"))),
-            [v, ..] => Err(OutboxDecodeError(format!("unknown outbox record version {v}"))),
-            [] => Err(OutboxDecodeError("empty value".into())),
-        }
+        super::cbor::decode_versioned(VERSION, "outbox record", bytes).map_err(OutboxDecodeError)
     }
 }
 
@@ -145,7 +136,6 @@ impl GapNotice {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,4 +1,4 @@
-//! Why a record was rejected (CONTRACTS section 7). The list may grow; two reasons are never merged.
+//! Why a record was rejected (docs/contracts.md section 7). The list may grow; two reasons are never merged.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 //! The binary encoding of raw sample frames published on `samples/{machine}/{sensor}`
-//! (CONTRACTS section 10 leaves it to us; `docs/samples-encoding.md` is its specification).
+//! (docs/contracts.md section 10 leaves it to us; `docs/samples-encoding.md` is its specification).
 //!
 //! A frame is a 32-byte little-endian header, the axis name, then `count` little-endian `f32`
 //! samples. It carries the original timestamps: sample `first_index + i` of the block that started
@@ -36,7 +36,7 @@ pub struct SamplesFrame {
 
 /// Why bytes are not a frame.
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum DecodeError {
+pub enum FrameDecodeError {
     #[error("samples frame is {len} bytes, shorter than its {need}-byte header")]
     Short { len: usize, need: usize },
     #[error("samples frame: bytes 0..4 are {found:?}, not the magic \"LGSF\"")]
@@ -64,12 +64,12 @@ fn unit_code(unit: Unit) -> u8 {
     }
 }
 
-fn unit_from(code: u8) -> Result<Unit, DecodeError> {
+fn unit_from(code: u8) -> Result<Unit, FrameDecodeError> {
     match code {
         1 => Ok(Unit::G),
         2 => Ok(Unit::Ms2),
         3 => Ok(Unit::MmS),
-        c => Err(DecodeError::Unit(c)),
+        c => Err(FrameDecodeError::Unit(c)),
     }
 }
 
@@ -105,19 +105,19 @@ impl SamplesFrame {
     }
 
     /// Reads a frame, checking every field.
-    pub fn decode(b: &[u8]) -> Result<SamplesFrame, DecodeError> {
+    pub fn decode(b: &[u8]) -> Result<SamplesFrame, FrameDecodeError> {
         if b.len() < HEADER_BYTES {
-            return Err(DecodeError::Short { len: b.len(), need: HEADER_BYTES });
+            return Err(FrameDecodeError::Short { len: b.len(), need: HEADER_BYTES });
         }
         let magic = [b[0], b[1], b[2], b[3]];
         if magic != MAGIC {
-            return Err(DecodeError::Magic { found: magic });
+            return Err(FrameDecodeError::Magic { found: magic });
         }
         if b[4] != VERSION {
-            return Err(DecodeError::Version(b[4]));
+            return Err(FrameDecodeError::Version(b[4]));
         }
         if b[5] != FORMAT_F32 {
-            return Err(DecodeError::Format(b[5]));
+            return Err(FrameDecodeError::Format(b[5]));
         }
         let unit = unit_from(b[6])?;
         let axis_len = b[7] as usize;
@@ -130,17 +130,17 @@ impl SamplesFrame {
         let t0_ms = i64::from_le_bytes(le8(8));
         let rate_hz = f64::from_le_bytes(le8(16));
         if !(rate_hz.is_finite() && rate_hz > 0.0) {
-            return Err(DecodeError::Rate(rate_hz));
+            return Err(FrameDecodeError::Rate(rate_hz));
         }
         let first_index = u32::from_le_bytes(le4(24));
         let count = u32::from_le_bytes(le4(28));
         let rest = &b[HEADER_BYTES..];
         let need = axis_len + 4 * count as usize;
         if rest.len() != need {
-            return Err(DecodeError::Length { count, need, found: rest.len() });
+            return Err(FrameDecodeError::Length { count, need, found: rest.len() });
         }
         let axis = std::str::from_utf8(&rest[..axis_len])
-            .map_err(|_| DecodeError::Axis { end: HEADER_BYTES + axis_len })?
+            .map_err(|_| FrameDecodeError::Axis { end: HEADER_BYTES + axis_len })?
             .to_owned();
         let values = rest[axis_len..]
             .chunks_exact(4)
@@ -187,7 +187,6 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -235,29 +234,29 @@ mod tests {
         let good = frame().encode();
         assert_eq!(
             SamplesFrame::decode(&good[..10]),
-            Err(DecodeError::Short { len: 10, need: 32 })
+            Err(FrameDecodeError::Short { len: 10, need: 32 })
         );
         let mut b = good.clone();
         b[0] = b'X';
-        assert!(matches!(SamplesFrame::decode(&b), Err(DecodeError::Magic { .. })));
+        assert!(matches!(SamplesFrame::decode(&b), Err(FrameDecodeError::Magic { .. })));
         let mut b = good.clone();
         b[4] = 9;
-        assert_eq!(SamplesFrame::decode(&b), Err(DecodeError::Version(9)));
+        assert_eq!(SamplesFrame::decode(&b), Err(FrameDecodeError::Version(9)));
         let mut b = good.clone();
         b[5] = 2;
-        assert_eq!(SamplesFrame::decode(&b), Err(DecodeError::Format(2)));
+        assert_eq!(SamplesFrame::decode(&b), Err(FrameDecodeError::Format(2)));
         let mut b = good.clone();
         b[6] = 0;
-        assert_eq!(SamplesFrame::decode(&b), Err(DecodeError::Unit(0)));
+        assert_eq!(SamplesFrame::decode(&b), Err(FrameDecodeError::Unit(0)));
         let mut b = good.clone();
         b[16..24].copy_from_slice(&f64::NAN.to_le_bytes());
-        assert!(matches!(SamplesFrame::decode(&b), Err(DecodeError::Rate(_))));
+        assert!(matches!(SamplesFrame::decode(&b), Err(FrameDecodeError::Rate(_))));
         let mut b = good.clone();
         b[32] = 0xff;
-        assert_eq!(SamplesFrame::decode(&b), Err(DecodeError::Axis { end: 33 }));
+        assert_eq!(SamplesFrame::decode(&b), Err(FrameDecodeError::Axis { end: 33 }));
         assert_eq!(
             SamplesFrame::decode(&good[..good.len() - 1]),
-            Err(DecodeError::Length { count: 3, need: 13, found: 12 })
+            Err(FrameDecodeError::Length { count: 3, need: 13, found: 12 })
         );
     }
 

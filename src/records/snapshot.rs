@@ -14,14 +14,9 @@ use serde::Serialize;
 pub struct SnapshotError(String);
 
 pub fn encode<T: Serialize>(state: &T) -> Vec<u8> {
-    let mut out = Vec::new();
-    // Writing into a Vec cannot fail, and every state type serialises.
-    if let Err(e) = ciborium::into_writer(state, &mut out) {
-        unreachable!("snapshot encoding into memory failed: {e}");
-    }
-    out
+    super::cbor::encode(&[], state)
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
-    ciborium::from_reader(bytes).map_err(|e| SnapshotError(e.to_string()))
+    super::cbor::decode(bytes).map_err(SnapshotError)
 }

@@ -1,8 +1,8 @@
-//! The alert record (CONTRACTS section 6). Every record carries the whole state of its incident.
+//! The alert record (docs/contracts.md section 6). Every record carries the whole state of its incident.
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Clock, Event, Quality, SampleRef, Unit};
+use crate::event::{ClockEvidence, Event, Quality, SampleRef, Unit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -24,7 +24,7 @@ pub struct EvidenceItem {
     pub value: f64,
     pub unit: Unit,
     pub quality: Quality,
-    pub clock: Clock,
+    pub clock: ClockEvidence,
     pub samples: Option<SampleRef>,
 }
 

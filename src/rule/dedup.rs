@@ -1,4 +1,4 @@
-//! Duplicate and id-conflict detection by `event_id` (CONTRACTS section 5).
+//! Duplicate and id-conflict detection by `event_id` (docs/contracts.md section 5).
 //!
 //! The memory is bounded: an id is remembered while its event time is at or after its machine's
 //! horizon (`watermark - allowed_lateness`). Older events are too late whatever they are, so an

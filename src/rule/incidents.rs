@@ -1,4 +1,4 @@
-//! One machine's high events and incidents, exactly as CONTRACTS section 4 defines them.
+//! One machine's high events and incidents, exactly as docs/contracts.md section 4 defines them.
 //!
 //! `C(τ) = |{h in H : τ - W < h.ts <= τ}| >= N`; an incident is a maximal interval `[onset, end)`
 //! on which `C` holds. Adding an event at `t` can only turn `C` true on `[t, t + W)`, so the new

@@ -1,4 +1,4 @@
-//! The pure decision core (CONTRACTS sections 4 and 5): dedup, watermarks, lateness, incidents
+//! The pure decision core (docs/contracts.md sections 4 and 5): dedup, watermarks, lateness, incidents
 //! and alert records. No tokio, no I/O, no wall clock: every call takes the ingest time.
 //!
 //! Order of decisions for one event arriving at ingest time `at`:
@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::{Event, Metric, Quality, Unit};
-use crate::quarantine::{Reason, Rejection};
+use crate::records::quarantine::{Reason, Rejection};
 use alert::{AlertRecord, EvidenceItem};
 use dedup::{Dedup, Seen};
 use incidents::{Ctx, IncidentBook};
@@ -47,13 +47,6 @@ pub struct Params {
     pub allowed_lateness_ms: i64,
     pub idle_timeout_ms: i64,
     pub max_future_ms: i64,
-}
-
-impl Params {
-    /// The defaults of CONTRACTS section 9 (as `config` defines them: one place, no drift).
-    pub fn defaults(gateway: &str) -> Self {
-        Params::from_config(&crate::config::Config::for_replay_defaults(gateway))
-    }
 }
 
 /// What became of one event.
@@ -126,7 +119,7 @@ struct State {
 impl Engine {
     /// The whole decision state as bytes (parameters excluded), for a checkpoint.
     pub fn snapshot(&self) -> Vec<u8> {
-        crate::snapshot::encode(&StateRef {
+        crate::records::snapshot::encode(&StateRef {
             now: self.now,
             machines: &self.machines,
             dedup: &self.dedup,
@@ -136,8 +129,11 @@ impl Engine {
     }
 
     /// An engine that continues exactly where the one that took `snapshot` stood.
-    pub fn restore(p: Params, snapshot: &[u8]) -> Result<Self, crate::snapshot::SnapshotError> {
-        let s: State = crate::snapshot::decode(snapshot)?;
+    pub fn restore(
+        p: Params,
+        snapshot: &[u8],
+    ) -> Result<Self, crate::records::snapshot::SnapshotError> {
+        let s: State = crate::records::snapshot::decode(snapshot)?;
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
         Ok(Engine {
@@ -367,41 +363,5 @@ fn ctx<'a>(
         now,
         caused_by,
         late,
-    }
-}
-
-impl Params {
-    /// The rule's parameters from a validated configuration.
-    pub fn from_config(c: &crate::config::Config) -> Self {
-        use crate::config::WatermarkBound;
-        let t = &c.time;
-        Params {
-            gateway: c.gateway.id.clone(),
-            rule_name: c.rule.name.clone(),
-            metric: c.rule.metric,
-            unit: c.rule.unit,
-            threshold: c.rule.threshold,
-            thresholds: c
-                .rule
-                .machines
-                .iter()
-                .filter_map(|(m, r)| Some((m.clone(), r.threshold?)))
-                .collect(),
-            window_ms: c.rule.window_ms,
-            count: c.rule.count,
-            count_quality: c.rule.count_quality.clone(),
-            early: c.rule.early,
-            bound: match t.watermark_bound {
-                WatermarkBound::Fixed(ms) => BoundMode::Fixed(ms),
-                WatermarkBound::Auto => BoundMode::Auto {
-                    min_ms: t.auto_bound_min_ms,
-                    max_ms: t.auto_bound_max_ms,
-                    quantile: t.auto_bound_quantile,
-                },
-            },
-            allowed_lateness_ms: t.allowed_lateness_ms,
-            idle_timeout_ms: t.idle_timeout_ms,
-            max_future_ms: t.max_future_ms,
-        }
     }
 }

@@ -1,4 +1,4 @@
-//! Per-sensor watermarks (CONTRACTS section 5) and the `auto` bound.
+//! Per-sensor watermarks (docs/contracts.md section 5) and the `auto` bound.
 //!
 //! A sensor's watermark is `max ts_ms seen - bound`, and never moves backwards. A sensor is idle
 //! once `idle_timeout` of ingest time has passed since its last record; from then on its watermark

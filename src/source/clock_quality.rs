@@ -68,7 +68,6 @@ fn ms(us: i64) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,4 +1,4 @@
-//! Sources: the only code that touches `/dev` (ARCHITECTURE.md).
+//! Sources: the only code that touches `/dev` (docs/architecture.md).
 
 pub mod bus;
 pub mod clock_quality;

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
-use crate::quarantine::{Reason, Rejection};
+use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::records::quarantine::{Reason, Rejection};
 use crate::trace::SamplesRecord;
 
 /// Frame length in milliseconds of event time.
@@ -30,7 +30,7 @@ struct OpenFrame {
     /// Frame index: the frame covers event time `[k * 1000, (k + 1) * 1000)`.
     k: i64,
     unit: Unit,
-    clock: Clock,
+    clock: ClockEvidence,
     rate_hz: f64,
     /// Samples of more than one rate went into the frame: its count has no single expectation.
     mixed_rate: bool,
@@ -43,7 +43,7 @@ struct OpenFrame {
 }
 
 impl OpenFrame {
-    fn new(k: i64, unit: Unit, clock: Clock, rate_hz: f64) -> Self {
+    fn new(k: i64, unit: Unit, clock: ClockEvidence, rate_hz: f64) -> Self {
         OpenFrame {
             k,
             unit,
@@ -128,7 +128,7 @@ pub struct FrameCutter {
 
 /// The less trustworthy of two clock evidences (unknown > unsynced > stepped > holdover > synced;
 /// on equal states the larger error bound, a missing bound counting as the largest).
-pub(crate) fn worse_clock(a: Clock, b: Clock) -> Clock {
+pub(crate) fn worse_clock(a: ClockEvidence, b: ClockEvidence) -> ClockEvidence {
     fn rank(s: ClockState) -> u8 {
         match s {
             ClockState::Synced => 0,
@@ -138,7 +138,7 @@ pub(crate) fn worse_clock(a: Clock, b: Clock) -> Clock {
             ClockState::Unknown => 4,
         }
     }
-    let key = |c: Clock| (rank(c.state), c.err_ms.map_or(u64::MAX, u64::from));
+    let key = |c: ClockEvidence| (rank(c.state), c.err_ms.map_or(u64::MAX, u64::from));
     if key(b) > key(a) {
         b
     } else {
@@ -155,15 +155,15 @@ impl FrameParams {
 impl FrameCutter {
     /// The cutter's state as bytes (parameters excluded), for a checkpoint.
     pub fn snapshot(&self) -> Vec<u8> {
-        crate::snapshot::encode(self)
+        crate::records::snapshot::encode(self)
     }
 
     /// A cutter that continues exactly where the one that took `snapshot` stood.
     pub fn restore(
         params: FrameParams,
         snapshot: &[u8],
-    ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let mut c: FrameCutter = crate::snapshot::decode(snapshot)?;
+    ) -> Result<Self, crate::records::snapshot::SnapshotError> {
+        let mut c: FrameCutter = crate::records::snapshot::decode(snapshot)?;
         c.params = params;
         Ok(c)
     }
@@ -254,7 +254,7 @@ impl FrameCutter {
             None => machine.entry(rec.sensor.clone()).or_insert_with(SensorState::new),
         };
 
-        let clock = rec.clock.unwrap_or(Clock::UNKNOWN);
+        let clock = rec.clock.unwrap_or(ClockEvidence::UNKNOWN);
         // A frame left open by an earlier record takes this record's samples in its own unit.
         let mut factor = 1.0;
         if let Some(f) = state.open.as_mut() {

@@ -1,9 +1,9 @@
 //! Stamping and feature extraction: raw samples in, one derived event per sensor and second out.
 //!
-//! A pure core (ARCHITECTURE.md): no I/O, no clock reads. Ingest time is an argument of every
+//! A pure core (docs/architecture.md): no I/O, no clock reads. Ingest time is an argument of every
 //! call, so a replay of the journal derives exactly the same events.
 //!
-//! # Frames (CONTRACTS section 8, made precise)
+//! # Frames (docs/contracts.md section 8, made precise)
 //!
 //! [`FrameCutter`] keeps one state per (machine, sensor).
 //!

@@ -1,8 +1,6 @@
-#![allow(clippy::unwrap_used)]
-
 use super::*;
-use crate::event::{Clock, ClockState, Event, Metric, Quality, SampleRef, Unit};
-use crate::quarantine::Reason;
+use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::records::quarantine::Reason;
 use crate::trace::SamplesRecord;
 use proptest::prelude::*;
 
@@ -202,7 +200,7 @@ fn seq_event_id_and_sample_ref() {
         flush_after_ms: 15_000,
     });
     let mut out = Vec::new();
-    let clock = Clock { state: ClockState::Synced, err_ms: Some(3) };
+    let clock = ClockEvidence { state: ClockState::Synced, err_ms: Some(3) };
     let mut r = rec("press-7", "s1", T, 10.0, vec![0.0; 30]);
     r.clock = Some(clock);
     c.push(T + 3000, &r, &mut out).unwrap();
@@ -227,7 +225,7 @@ fn seq_event_id_and_sample_ref() {
     };
     assert_eq!(out[1], want);
     assert_eq!(out[3].ts_ms, T + 3_601_000);
-    assert_eq!(out[3].clock, Clock::UNKNOWN);
+    assert_eq!(out[3].clock, ClockEvidence::UNKNOWN);
     assert_eq!(c.last_seq("press-7", "s1"), Some(4));
 }
 

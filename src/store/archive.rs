@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use super::{failpoint, Result, Store, StoreError};
-use crate::ledger::LedgerRecord;
+use crate::records::ledger::LedgerRecord;
 
 /// Key prefix of quarantined records.
 pub const QUARANTINE: &[u8] = b"q/";

@@ -5,8 +5,8 @@
 
 use super::state::{outbox_key, OUTBOX_NEXT};
 use super::{failpoint, Result, Store};
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::{GapNotice, OutboxRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::{GapNotice, OutboxRecord};
 
 impl Store {
     /// Adds one outbox record and one `GapDeclared` ledger record (stamped `at_ms`) per gap, in

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
-use crate::ledger::LedgerRecord;
+use crate::records::ledger::LedgerRecord;
 
 pub(super) const LEDGER: &[u8] = b"l/";
 pub(super) const LEDGER_NEXT: &[u8] = b"n/ledger_next";

@@ -12,7 +12,7 @@
 //! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given |
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
-//! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::ledger::LedgerRecord` |
+//! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `state` | `n/shed_size` | no longer written (an old store's value is ignored) |
 //! | `state` | `q/` + u64, `a/` + alert id + `/` + u32 revision | quarantined records, archived alert records (`archive.rs`; written in the checkpoint batch) |

@@ -56,7 +56,6 @@ impl Store {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use crate::store::{Store, StoreOptions};
 

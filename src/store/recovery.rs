@@ -44,8 +44,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{failpoint, Result, Store, StoreError, StoreOptions};
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::OutboxRecord;
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::OutboxRecord;
 
 /// How many records at each end of the journal, outbox and ledger the start-up check decodes.
 pub const RECOVERY_SCAN: usize = 64;

@@ -7,7 +7,7 @@
 //! `blobs/*`), each counted as the larger of its length and its allocated blocks. sled's own
 //! `Db::size_on_disk` counts only `db` and `blobs/`, by length: it leaves out the snapshot files
 //! (which hold the page table and grow with the number of pages), so it under-states what the SD
-//! card loses. The directory is "the sled database and nothing else" (CONTRACTS section 9).
+//! card loses. The directory is "the sled database and nothing else" (docs/contracts.md section 9).
 //!
 //! # What makes the size go down
 //!
@@ -56,8 +56,8 @@ use std::sync::atomic::Ordering;
 use super::journal::{decode_meta, Body};
 use super::state::{outbox_key, OUTBOX, OUTBOX_NEXT};
 use super::{failpoint, Result, Store, StoreError, STATE};
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::{GapNotice, GapRange, OutboxRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
 
 /// Bytes per raw sample counted in [`ShedReport::bytes`] and the ledger (an f32).
 const SAMPLE_BYTES: u64 = 4;

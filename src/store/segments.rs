@@ -266,7 +266,6 @@ fn sync_dir(dir: &Path) -> Result<(), FileError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
-use crate::ledger::LedgerRecord;
+use crate::records::ledger::LedgerRecord;
 
 pub(super) const CHECKPOINT: &[u8] = b"c/";
 pub(super) const OUTBOX: &[u8] = b"o/";

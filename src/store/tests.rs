@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 use super::*;
 
 fn small() -> StoreOptions {
@@ -245,7 +243,7 @@ fn failpoints_fail_the_call_at_each_boundary() {
 
 #[test]
 fn ledger_records_commit_with_their_change_and_survive_reopen() {
-    use crate::ledger::{LedgerEntry, LedgerRecord};
+    use crate::records::ledger::{LedgerEntry, LedgerRecord};
     let tmp = tempfile::tempdir().unwrap();
     let dup =
         |j| LedgerRecord::new(1, LedgerEntry::Duplicate { event_id: "e".into(), journal_pos: j });

@@ -86,7 +86,6 @@ fn push_line(out: &mut String, line: &str) {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -128,7 +128,6 @@ fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;

@@ -97,7 +97,6 @@ pub fn init(default_filter: &str) -> Result<Sink, LoggingError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -21,10 +21,10 @@ use super::families::{
     Families, KindLabel, MachineLabel, OriginLabel, PartLabel, ReasonLabel, SensorLabel, StateLabel,
 };
 
-use crate::decide::Counts;
+use crate::decider::Counts;
 use crate::event::ClockState;
-use crate::outbox::OutboxRecord;
-use crate::quarantine::Reason;
+use crate::records::outbox::OutboxRecord;
+use crate::records::quarantine::Reason;
 use crate::rule::StateSize;
 
 /// What an outbox record is, as the `kind` label of the outbox depth gauges.
@@ -299,7 +299,6 @@ impl Metrics {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

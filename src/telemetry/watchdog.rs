@@ -59,7 +59,7 @@ impl Heartbeat {
 
 /// The decision of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum WatchdogVerdict {
     /// Progressing or idle: ping.
     Ping,
     /// Work pending and no progress for `for_ms`: do not ping.
@@ -81,17 +81,17 @@ impl Progress {
         Progress { stall_after_ms, last_counter: counter, healthy_at_ms: now_ms }
     }
 
-    pub fn check(&mut self, now_ms: i64, counter: u64, pending: bool) -> Verdict {
+    pub fn check(&mut self, now_ms: i64, counter: u64, pending: bool) -> WatchdogVerdict {
         if counter != self.last_counter || !pending {
             self.last_counter = counter;
             self.healthy_at_ms = now_ms;
-            return Verdict::Ping;
+            return WatchdogVerdict::Ping;
         }
         let stuck = now_ms.saturating_sub(self.healthy_at_ms);
         if stuck > self.stall_after_ms {
-            Verdict::Stalled { for_ms: stuck }
+            WatchdogVerdict::Stalled { for_ms: stuck }
         } else {
-            Verdict::Ping
+            WatchdogVerdict::Ping
         }
     }
 }
@@ -121,6 +121,7 @@ pub fn status(status: &str) {
 /// Checks the heartbeat every `interval / 2` and sends WATCHDOG=1 through `send` while
 /// [`Progress`] says so; on becoming stalled, and on recovering, it sends a STATUS line and
 /// logs. Returns when `shutdown` completes.
+#[allow(clippy::disallowed_methods)] // the watchdog measures progress on tokio's clock (paused in its test)
 pub async fn run(
     interval: Duration,
     stall_after: Duration,
@@ -142,7 +143,7 @@ pub async fn run(
             _ = ticks.tick() => {}
         }
         match progress.check(elapsed_ms(), heartbeat.progress(), heartbeat.pending()) {
-            Verdict::Ping => {
+            WatchdogVerdict::Ping => {
                 if stalled {
                     stalled = false;
                     tracing::info!("pipeline progressing again; watchdog pings resumed");
@@ -150,13 +151,13 @@ pub async fn run(
                 }
                 send(&[NotifyState::Watchdog]);
             }
-            Verdict::Stalled { for_ms } if !stalled => {
+            WatchdogVerdict::Stalled { for_ms } if !stalled => {
                 stalled = true;
                 let line = format!("stalled: work pending and no progress for {for_ms} ms");
                 tracing::error!("{line}; watchdog pings stopped");
                 send(&[NotifyState::Status(&line)]);
             }
-            Verdict::Stalled { .. } => {}
+            WatchdogVerdict::Stalled { .. } => {}
         }
     }
 }
@@ -174,7 +175,6 @@ pub fn spawn_systemd_watchdog(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use std::sync::Mutex;
 
@@ -183,24 +183,28 @@ mod tests {
     #[test]
     fn progress_pings_while_counter_moves_or_idle() {
         let mut p = Progress::new(0, 0, 5_000);
-        assert_eq!(p.check(1_000, 1, true), Verdict::Ping);
-        assert_eq!(p.check(60_000, 1, false), Verdict::Ping, "idle with nothing pending");
-        assert_eq!(p.check(120_000, 1, false), Verdict::Ping);
-        assert_eq!(p.check(125_000, 1, true), Verdict::Ping, "pending for exactly the threshold");
-        assert_eq!(p.check(125_001, 1, true), Verdict::Stalled { for_ms: 5_001 });
-        assert_eq!(p.check(200_000, 1, true), Verdict::Stalled { for_ms: 80_000 });
-        assert_eq!(p.check(200_001, 2, true), Verdict::Ping, "progress again");
-        assert_eq!(p.check(205_001, 2, true), Verdict::Ping);
-        assert_eq!(p.check(205_002, 2, true), Verdict::Stalled { for_ms: 5_001 });
+        assert_eq!(p.check(1_000, 1, true), WatchdogVerdict::Ping);
+        assert_eq!(p.check(60_000, 1, false), WatchdogVerdict::Ping, "idle with nothing pending");
+        assert_eq!(p.check(120_000, 1, false), WatchdogVerdict::Ping);
+        assert_eq!(
+            p.check(125_000, 1, true),
+            WatchdogVerdict::Ping,
+            "pending for exactly the threshold"
+        );
+        assert_eq!(p.check(125_001, 1, true), WatchdogVerdict::Stalled { for_ms: 5_001 });
+        assert_eq!(p.check(200_000, 1, true), WatchdogVerdict::Stalled { for_ms: 80_000 });
+        assert_eq!(p.check(200_001, 2, true), WatchdogVerdict::Ping, "progress again");
+        assert_eq!(p.check(205_001, 2, true), WatchdogVerdict::Ping);
+        assert_eq!(p.check(205_002, 2, true), WatchdogVerdict::Stalled { for_ms: 5_001 });
     }
 
     #[test]
     fn work_becoming_pending_starts_the_stall_clock_then() {
         let mut p = Progress::new(0, 7, 1_000);
-        assert_eq!(p.check(50_000, 7, false), Verdict::Ping);
+        assert_eq!(p.check(50_000, 7, false), WatchdogVerdict::Ping);
         // Pending from here: a long idle stretch before does not count as being stuck.
-        assert_eq!(p.check(50_500, 7, true), Verdict::Ping);
-        assert_eq!(p.check(51_001, 7, true), Verdict::Stalled { for_ms: 1_001 });
+        assert_eq!(p.check(50_500, 7, true), WatchdogVerdict::Ping);
+        assert_eq!(p.check(51_001, 7, true), WatchdogVerdict::Stalled { for_ms: 1_001 });
     }
 
     #[test]
@@ -216,6 +220,7 @@ mod tests {
     /// Virtual time: a pipeline with work pending and no progress gets pings for `stall_after`,
     /// then none, then pings again once it progresses.
     #[tokio::test(start_paused = true)]
+    #[allow(clippy::disallowed_methods)] // reads the paused clock it advances
     async fn pings_stop_when_stalled_and_resume_on_progress() {
         let heartbeat = Heartbeat::new();
         heartbeat.set_pending(true);

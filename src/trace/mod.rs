@@ -1,10 +1,10 @@
-//! The trace file (CONTRACTS section 8): one arrival per JSON line, in arrival order.
+//! The trace file (docs/contracts.md section 8): one arrival per JSON line, in arrival order.
 //!
 //! `parse` turns one line's bytes into an [`Arrival`] or a [`Rejection`]; it never panics.
 
 pub mod parse;
 
-use crate::event::{Clock, Event, Unit};
+use crate::event::{ClockEvidence, Event, Unit};
 
 /// Raw samples of one sensor: sample `i` is at `t0_ms + i * 1000 / rate_hz` (event time).
 #[derive(Debug, Clone, PartialEq)]
@@ -17,7 +17,7 @@ pub struct SamplesRecord {
     /// Free text such as `"z"`; optional.
     pub axis: Option<String>,
     /// Optional clock evidence for the block (extension; absent means `unknown`).
-    pub clock: Option<Clock>,
+    pub clock: Option<ClockEvidence>,
     pub data: Vec<f64>,
 }
 

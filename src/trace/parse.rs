@@ -1,4 +1,4 @@
-//! Trace line parsing (CONTRACTS section 8): one line's bytes to a [`TraceLine`] or a rejection.
+//! Trace line parsing (docs/contracts.md section 8): one line's bytes to a [`TraceLine`] or a rejection.
 //!
 //! Order of checks: size → UTF-8 → JSON (syntax, an object, no duplicate top-level key) → `at` →
 //! `kind` → fields the kind does not define → the kind's own fields. For `kind: "event"` the inner
@@ -12,7 +12,7 @@ use crate::event::parse::{
     Pass, Patched, Shape, Top, Val, MAX_EVENT_BYTES, UNITS,
 };
 use crate::event::Unit;
-use crate::quarantine::{Reason, Rejection};
+use crate::records::quarantine::{Reason, Rejection};
 
 pub use crate::event::parse::MIN_PLAUSIBLE_TS_MS;
 
@@ -304,10 +304,9 @@ pub fn salvage_at(b: &[u8]) -> Option<i64> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::event::{Clock, ClockState};
+    use crate::event::{ClockEvidence, ClockState};
     use serde_json::{json, Value};
 
     const EVENT: &str =
@@ -387,7 +386,7 @@ mod tests {
         .unwrap();
         let Arrival::Samples(s) = l.arrival else { panic!("not samples") };
         assert_eq!(s.axis, None);
-        assert_eq!(s.clock, Some(Clock { state: ClockState::Holdover, err_ms: Some(40) }));
+        assert_eq!(s.clock, Some(ClockEvidence { state: ClockState::Holdover, err_ms: Some(40) }));
         assert_eq!((s.unit, s.rate_hz), (Unit::Ms2, 12.5));
     }
 

@@ -1,6 +1,6 @@
-//! Shared test helpers: a brute-force reference of CONTRACTS section 4, and the final incidents
+//! Shared test helpers: a brute-force reference of docs/contracts.md section 4, and the final incidents
 //! read back from alert records.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 

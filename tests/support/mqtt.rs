@@ -1,7 +1,9 @@
 //! Real parts for the MQTT tests: a mosquitto broker per test (own port, own config file in a
 //! tempdir), an independent subscriber (`mosquitto_sub`, hex payloads), a TCP proxy that can hold
 //! or delay the broker's replies, and a real `Store` filled the way the pipeline fills it.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code)]
+// Deadlines of waits for real processes are on tokio's clock, which these tests never pause.
+#![allow(clippy::disallowed_methods)]
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
-use linegate::outbox::OutboxRecord;
+use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream as TokioStream};

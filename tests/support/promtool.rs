@@ -1,6 +1,6 @@
 //! `promtool check metrics` (Prometheus' own parser and linter) on a text body, and reading a
 //! running daemon's `/metrics`.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -9,7 +9,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::AuditError;
-use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::rule::alert::{AlertRecord, EvidenceItem};
 use crate::store::archive::alert_prefix;
 use crate::store::Store;
@@ -126,10 +126,9 @@ pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, Au
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::ledger::Acceptance;
+    use crate::records::ledger::Acceptance;
 
     fn alert(revision: u32, evidence: &[&str]) -> AlertRecord {
         let ev = |id: &str| {

@@ -7,8 +7,8 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::AuditError;
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::OutboxRecord;
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::OutboxRecord;
 use crate::store::archive::QUARANTINE;
 use crate::store::Store;
 

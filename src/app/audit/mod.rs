@@ -10,7 +10,7 @@ pub mod reconcile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::ledger::LedgerRecord;
+use crate::records::ledger::LedgerRecord;
 use crate::store::archive::ALERTS;
 use crate::store::{Store, StoreError, StoreOptions};
 

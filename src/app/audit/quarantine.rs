@@ -9,9 +9,9 @@
 use std::io::Write;
 
 use super::AuditError;
-use crate::app::records::QuarantineEntry;
 use crate::clock::{Clock, SystemClock};
-use crate::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::checkpoint::QuarantineEntry;
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::store::archive::{quarantine_key, QUARANTINE};
 use crate::store::{Origin, Store};
 

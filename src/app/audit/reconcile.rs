@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use super::AuditError;
 use crate::config::Config;
-use crate::ledger::{LedgerEntry, LedgerRecord};
-use crate::outbox::GapRange;
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::outbox::GapRange;
 use crate::store::Store;
 
 /// What a gap is.
@@ -208,11 +208,10 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::ledger::Acceptance;
-    use crate::outbox::GapNotice;
+    use crate::records::ledger::Acceptance;
+    use crate::records::outbox::GapNotice;
 
     fn accepted(seq: u64, at: i64, outbox_seq: u64) -> LedgerRecord {
         LedgerRecord::new(

@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 use super::super::{Config, ConfigError};
 use super::*;
 

@@ -1,6 +1,5 @@
 //! Transaction-list tests against `embedded-hal-mock`. Register addresses and values are written
 //! as literal bytes (not the driver's constants) so the tests check the register facts too.
-#![allow(clippy::unwrap_used)]
 
 use embedded_hal::i2c::ErrorKind as I2cErrorKind;
 use embedded_hal::spi::{ErrorKind as SpiErrorKind, ErrorType, Operation, SpiDevice};

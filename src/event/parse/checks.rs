@@ -3,7 +3,7 @@
 use super::fields::{show, Number};
 use super::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
 use crate::event::is_identifier;
-use crate::quarantine::{Reason, Rejection};
+use crate::records::quarantine::{Reason, Rejection};
 
 pub(super) fn check_event_id(id: &str) -> Result<(), Rejection> {
     if id.is_empty() {

@@ -14,7 +14,7 @@ use super::checks::check_event_id;
 use super::reader::{CowStr, Key, KeySeed};
 use super::shape::*;
 use super::{without_negative_zero, MIN_PLAUSIBLE_TS_MS};
-use crate::event::{is_identifier, Clock, Event, SampleRef};
+use crate::event::{is_identifier, ClockEvidence, Event, SampleRef};
 
 /// The event, when `raw` is a valid schema-1 event; `None` leaves the verdict to the exact path.
 pub(super) fn fast_event(raw: &str) -> Option<Event> {
@@ -119,18 +119,18 @@ impl<'de> Visitor<'de> for FastEvent {
 struct FastClock;
 
 impl<'de> DeserializeSeed<'de> for FastClock {
-    type Value = Clock;
+    type Value = ClockEvidence;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
 impl<'de> Visitor<'de> for FastClock {
-    type Value = Clock;
+    type Value = ClockEvidence;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a clock object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Clock, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ClockEvidence, A::Error> {
         let (mut state, mut err_ms, mut seen_err) = (None, None, false);
         while let Some(key) = map.next_key_seed(CowStr)? {
             match &*key {
@@ -144,7 +144,7 @@ impl<'de> Visitor<'de> for FastClock {
                 _ => return Err(no()),
             }
         }
-        Ok(Clock { state: state.ok_or_else(no)?, err_ms })
+        Ok(ClockEvidence { state: state.ok_or_else(no)?, err_ms })
     }
 }
 

@@ -4,8 +4,8 @@ use super::non_finite::NonFinite;
 use super::reader::{Obj, Val};
 use super::shape::CLOCK_STATES;
 use crate::event::schema2::Axis;
-use crate::event::{Clock, SampleRef};
-use crate::quarantine::{Reason, Rejection};
+use crate::event::{ClockEvidence, SampleRef};
+use crate::records::quarantine::{Reason, Rejection};
 
 /// A number as found in the text: finite, or one of the non-finite tokens the fallback replaced.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -131,7 +131,7 @@ pub(crate) fn show(s: &str) -> String {
 // Objects inside an event.
 
 /// Parses a `clock` object (shared by events and samples lines).
-pub(crate) fn clock_from(v: &Val<'_>) -> Result<Clock, Rejection> {
+pub(crate) fn clock_from(v: &Val<'_>) -> Result<ClockEvidence, Rejection> {
     let obj = as_obj(v, "clock")?;
     obj.check_fields("clock", &["state", "err_ms"])?;
     let state = as_enum(required(obj.get("state"), "clock.state")?, "clock.state", CLOCK_STATES)?;
@@ -139,7 +139,7 @@ pub(crate) fn clock_from(v: &Val<'_>) -> Result<Clock, Rejection> {
         None => None,
         Some(v) => Some(as_u32(v, "clock.err_ms")?),
     };
-    Ok(Clock { state, err_ms })
+    Ok(ClockEvidence { state, err_ms })
 }
 
 pub(super) fn samples_from(v: &Val<'_>) -> Result<SampleRef, Rejection> {

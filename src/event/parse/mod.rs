@@ -1,4 +1,4 @@
-//! Parsing and validation of untrusted event JSON (CONTRACTS sections 2 and 7).
+//! Parsing and validation of untrusted event JSON (docs/contracts.md sections 2 and 7).
 //!
 //! [`parse_event`] turns the text of one event object into an [`Event`] or a [`Rejection`]. It
 //! never panics, and the same bytes always give the same reason and detail.
@@ -29,7 +29,6 @@ mod non_finite;
 mod reader;
 mod shape;
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests;
 
 // Shared with the trace-line parser (`crate::trace::parse`).
@@ -43,7 +42,7 @@ pub(crate) use shape::UNITS;
 
 use super::schema2::{self, Axis, Combine};
 use super::Event;
-use crate::quarantine::{Reason, Rejection};
+use crate::records::quarantine::{Reason, Rejection};
 use checks::{check_event_id, finite, non_negative};
 use fast::fast_event;
 use fields::{as_bool, as_u64, axes_from, samples_from};

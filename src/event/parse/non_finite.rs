@@ -4,7 +4,7 @@
 //! non-finite number is reported by the semantic checks rather than as `malformed_json`.
 
 use super::reader::{read_top, Pass, Shape, Top};
-use crate::quarantine::{Reason, Rejection};
+use crate::records::quarantine::{Reason, Rejection};
 
 /// Reads `text` as one object of `shape` and hands it to `validate`: strictly first and, when
 /// that fails, once more from the text [`patch_non_finite`] gives (which `validate` then gets

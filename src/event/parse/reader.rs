@@ -12,7 +12,7 @@ use super::fast::FastEvent;
 use super::fields::show;
 use super::non_finite::NonFinite;
 use crate::event::Event;
-use crate::quarantine::{Reason, Rejection};
+use crate::records::quarantine::{Reason, Rejection};
 
 /// A parsed JSON value, kept only as far as validation needs it.
 #[derive(Debug)]

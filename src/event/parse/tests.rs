@@ -5,7 +5,7 @@ mod reasons;
 
 use super::non_finite::{is_json_number, patch_non_finite};
 use super::*;
-use crate::event::{Clock, ClockState, Metric, Quality, SampleRef, Unit};
+use crate::event::{ClockEvidence, ClockState, Metric, Quality, SampleRef, Unit};
 use serde_json::{json, Map, Value};
 
 fn base() -> Map<String, Value> {
@@ -73,7 +73,7 @@ fn valid_schema_1_event_round_trips() {
     assert_eq!(e.event_id, "gw-01.s1.42");
     assert_eq!(e.machine, "press-7");
     assert_eq!(e.seq, 42);
-    assert_eq!(e.clock, Clock { state: ClockState::Synced, err_ms: Some(3) });
+    assert_eq!(e.clock, ClockEvidence { state: ClockState::Synced, err_ms: Some(3) });
     assert_eq!(e.metric, Metric::AccelRms);
     assert_eq!(e.value, 0.61);
     assert_eq!(e.unit, Unit::G);
@@ -96,7 +96,7 @@ fn minimal_event_round_trips_and_optional_nulls_are_absent() {
         m.insert("event_id".into(), json!("weird \"id\" ü \u{1F600}"));
     });
     let e = parse(&raw).unwrap();
-    assert_eq!(e.clock, Clock::UNKNOWN);
+    assert_eq!(e.clock, ClockEvidence::UNKNOWN);
     assert_eq!(e.samples, None);
     assert_eq!(parse(&serde_json::to_string(&e).unwrap()).unwrap(), e);
     let nulls = with(|m| {

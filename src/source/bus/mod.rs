@@ -43,8 +43,8 @@ use crate::clock::Clock;
 use crate::config::{Axis, BusSensor};
 use crate::driver::adxl345::registers::FIFO_DEPTH;
 use crate::driver::adxl345::{self, Adxl345, DataRate, RegisterAccess, Sample, FULL_RES_G_PER_LSB};
-use crate::event::{Clock as ClockEvidence, Unit};
-use crate::outbox::{GapNotice, GapRange};
+use crate::event::{ClockEvidence, Unit};
+use crate::records::outbox::{GapNotice, GapRange};
 use crate::source::clock_quality::KernelClock;
 use crate::stamp::clock::{
     ClockModel, ClockModelConfig, ClockReading, ClockStep, MonotonicWentBack,

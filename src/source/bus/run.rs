@@ -11,7 +11,7 @@ use tokio::sync::mpsc::Sender;
 use super::{BusError, BusOutput, BusReader, BusStats};
 use crate::clock::Clock;
 use crate::driver::adxl345::{Adxl345, RegisterAccess};
-use crate::outbox::{GapNotice, GapRange};
+use crate::records::outbox::{GapNotice, GapRange};
 use crate::source::clock_quality::KernelClock;
 
 /// How a spawned loop ended: the driver (to reopen or give back) and the stats or the error.

@@ -1,6 +1,5 @@
 //! The read loop against `embedded-hal-mock` (I2C transaction lists) and a `ManualClock`:
 //! block timing, overrun gaps, resyncs, clock steps, and the channel thread.
-#![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -98,7 +97,7 @@ fn steady_stream_gives_contiguous_blocks_per_axis_in_g() {
     assert_eq!(recs[0].rate_hz, 800.0);
     assert_eq!(
         recs[0].clock,
-        Some(crate::event::Clock { state: ClockState::Synced, err_ms: Some(4) })
+        Some(crate::event::ClockEvidence { state: ClockState::Synced, err_ms: Some(4) })
     );
     let s = r.stats();
     assert_eq!((s.polls, s.samples, s.overruns, s.resyncs), (10, 160, 0, 0));

@@ -5,7 +5,7 @@
 //! collects the outcome of each slot for one register block and cuts them into records:
 //!
 //! - consecutive answered slots become one [`SamplesRecord`] per channel (sample `i` at
-//!   `t0_ms + i * 1000 / rate_hz`, CONTRACTS section 8), so the stamping stage sees real gaps;
+//!   `t0_ms + i * 1000 / rate_hz`, docs/contracts.md section 8), so the stamping stage sees real gaps;
 //! - consecutive slots answered with the same device exception become one [`BadReadings`] per
 //!   channel: readings of quality `bad`, values rather than transport errors;
 //! - a slot without an answer (timeout, transport or frame error, a slot skipped while
@@ -182,7 +182,6 @@ impl BlockAssembler {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

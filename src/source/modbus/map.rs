@@ -110,7 +110,7 @@ pub const MAX_READ_REGISTERS: u16 = 125;
 
 /// Why the registers of an answer could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
+pub enum RegisterDecodeError {
     /// The device answered with another number of registers than the block asked for.
     #[error("the answer has {got} registers, the block at address {address} asked for {expected}")]
     WrongCount { address: u16, expected: u16, got: usize },
@@ -118,9 +118,9 @@ pub enum DecodeError {
 
 impl BlockMap {
     /// Decodes the registers of one answered read into one value per channel, in channel order.
-    pub fn decode(&self, registers: &[u16]) -> Result<Vec<f64>, DecodeError> {
+    pub fn decode(&self, registers: &[u16]) -> Result<Vec<f64>, RegisterDecodeError> {
         if registers.len() != usize::from(self.count) {
-            return Err(DecodeError::WrongCount {
+            return Err(RegisterDecodeError::WrongCount {
                 address: self.address,
                 expected: self.count,
                 got: registers.len(),
@@ -132,7 +132,7 @@ impl BlockMap {
             // reported like a short answer rather than panicking.
             let at = usize::from(c.offset);
             let words = registers.get(at..at + usize::from(c.value_type.registers())).ok_or(
-                DecodeError::WrongCount {
+                RegisterDecodeError::WrongCount {
                     address: self.address,
                     expected: self.count,
                     got: registers.len(),

@@ -129,6 +129,7 @@ impl Backoff {
 }
 
 /// Polls `source` until `tx`'s receiver is dropped. Event times start at `clock.now_ms()`.
+#[allow(clippy::disallowed_methods)] // the poll schedule is paced by tokio's clock (paused in tests)
 pub async fn run(
     source: &ModbusSource,
     clock: &dyn Clock,

@@ -1,7 +1,6 @@
 //! The probe's text summary and its `--json` report, the latter from a bus reader over
 //! `embedded-hal-mock` (I2C transaction lists) and a `ManualClock`, checked field by field and by
 //! the verdict script `hil.sh` applies to it (board/raspberry-pi/probe_check.py).
-#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
@@ -12,7 +11,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::config::I2cSource;
 use crate::driver::adxl345::{DataRate, I2cAddress, Range};
-use crate::event::{Clock as Evidence, ClockState, Unit};
+use crate::event::{ClockEvidence as Evidence, ClockState, Unit};
 use crate::source::bus::Problem;
 use crate::source::clock_quality::KernelClock;
 use crate::stamp::clock::KernelEvidence;

@@ -1,9 +1,9 @@
-//! Clock quality: how far the gateway's real-time clock can be trusted, and which time to stamp.
+//! ClockEvidence quality: how far the gateway's real-time clock can be trusted, and which time to stamp.
 //!
 //! A pure core: it is fed periodic [`ClockReading`]s (a monotonic and a real-time reading taken
 //! together, plus the kernel's own evidence from `adjtimex`, read by
 //! `crate::source::clock_quality`) and answers two questions: what time to stamp a block with, and
-//! what the event `clock` field (CONTRACTS section 2) says about it.
+//! what the event `clock` field (docs/contracts.md section 2) says about it.
 //!
 //! # The model
 //!
@@ -37,7 +37,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Clock, ClockState};
+use crate::event::{ClockEvidence, ClockState};
 
 /// The largest rate at which NTP slews the clock (the kernel's `MAXFREQ`, 500 ppm): offset changes
 /// within this are never taken for steps.
@@ -124,7 +124,7 @@ pub struct ClockStep {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
     pub ts_ms: i64,
-    pub clock: Clock,
+    pub clock: ClockEvidence,
 }
 
 /// A reading the model refuses.
@@ -264,7 +264,7 @@ impl ClockModel {
                 (Some(_), None) => (from_real, ClockState::Unsynced, None),
             },
         };
-        Stamp { ts_ms, clock: Clock { state, err_ms } }
+        Stamp { ts_ms, clock: ClockEvidence { state, err_ms } }
     }
 
     /// The anchor's error grown by the holdover drift up to `mono_ms`.

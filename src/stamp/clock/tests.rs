@@ -1,6 +1,5 @@
 //! The clock model against an injected clock (`crate::clock::ManualClock`) and scripted kernel
 //! evidence: steps forward and back, an unsynchronised boot, resync, error growth in holdover.
-#![allow(clippy::unwrap_used)]
 
 use super::*;
 use crate::clock::{Clock as _, ManualClock};
@@ -50,7 +49,11 @@ fn synced_clock_stamps_real_time_with_the_kernel_error_bound() {
     assert!(run(&mut m, &c, Some(SYNCED), 5).is_empty());
     let s = m.stamp(c.monotonic_ms());
     assert_eq!(s.ts_ms, T + 5_000);
-    assert_eq!(s.clock, Clock { state: ClockState::Synced, err_ms: Some(13) }, "12.3 ms rounds up");
+    assert_eq!(
+        s.clock,
+        ClockEvidence { state: ClockState::Synced, err_ms: Some(13) },
+        "12.3 ms rounds up"
+    );
 }
 
 #[test]
@@ -152,14 +155,14 @@ fn unsynchronised_boot_then_first_ntp_step_then_resync() {
     run(&mut m, &c, Some(UNSYNCED), 3);
     assert_eq!(
         m.stamp(c.monotonic_ms()).clock,
-        Clock { state: ClockState::Unsynced, err_ms: None }
+        ClockEvidence { state: ClockState::Unsynced, err_ms: None }
     );
     c.advance(1_000);
     c.step_wall(86_400_000);
     let step = m.observe(read(&c, Some(SYNCED))).unwrap().unwrap();
     assert!(!step.held_over, "nothing trusted to hold over from");
     let s = m.stamp(c.monotonic_ms());
-    assert_eq!(s.clock, Clock { state: ClockState::Stepped, err_ms: None });
+    assert_eq!(s.clock, ClockEvidence { state: ClockState::Stepped, err_ms: None });
     assert_eq!(s.ts_ms, c.now_ms(), "stepped: real time is the best there is");
     run(&mut m, &c, Some(SYNCED), 10);
     assert_eq!(m.stamp(c.monotonic_ms()).clock.state, ClockState::Synced);
@@ -172,7 +175,7 @@ fn losing_sync_without_a_step_is_holdover_on_real_time() {
     run(&mut m, &c, Some(UNSYNCED), 2);
     let s = m.stamp(c.monotonic_ms());
     assert_eq!(s.ts_ms, c.now_ms());
-    assert_eq!(s.clock, Clock { state: ClockState::Holdover, err_ms: Some(13 + 1) });
+    assert_eq!(s.clock, ClockEvidence { state: ClockState::Holdover, err_ms: Some(13 + 1) });
 }
 
 #[test]
@@ -180,7 +183,7 @@ fn no_kernel_evidence_is_unknown_and_a_monotonic_step_back_is_refused() {
     let c = ManualClock::new(T);
     let mut m = ClockModel::new(cfg(), read(&c, None));
     run(&mut m, &c, None, 1);
-    assert_eq!(m.stamp(c.monotonic_ms()).clock, Clock::UNKNOWN);
+    assert_eq!(m.stamp(c.monotonic_ms()).clock, ClockEvidence::UNKNOWN);
     let bad = ClockReading { mono_ms: 10, real_ms: T, kernel: None };
     assert_eq!(m.observe(bad), Err(MonotonicWentBack { last_ms: 1_000, got_ms: 10 }));
     assert_eq!(m.last_reading().mono_ms, 1_000, "nothing changed");

@@ -1,7 +1,6 @@
 //! Codec-style tests: annotated register arrays as a device would send them, and what they decode
 //! to. The expected numbers are written out by hand from the bit patterns, not computed by the
 //! code under test.
-#![allow(clippy::unwrap_used)]
 
 use super::*;
 
@@ -90,7 +89,7 @@ fn a_channel_may_sit_anywhere_inside_the_block() {
 fn an_answer_of_the_wrong_length_is_an_error_naming_the_block() {
     let map = block(2, vec![channel(0, ValueType::F32, WordOrder::Big, 1.0)]);
     let e = map.decode(&[0x3FC0]).unwrap_err();
-    assert_eq!(e, DecodeError::WrongCount { address: 100, expected: 2, got: 1 });
+    assert_eq!(e, RegisterDecodeError::WrongCount { address: 100, expected: 2, got: 1 });
     assert!(e.to_string().contains("address 100"), "{e}");
     assert!(map.decode(&[0, 0, 0]).is_err());
 }

@@ -1,0 +1,17 @@
+//! The records the pipeline keeps in the store, and their encodings: pure values, no I/O.
+//!
+//! - [`outbox`]: what waits for the broker (alerts, events, raw-sample frames, gap notices);
+//! - [`ledger`]: every state transition, for `explain` and `reconcile`;
+//! - [`quarantine`]: why a record was rejected (docs/contracts.md section 7);
+//! - [`checkpoint`]: the checkpoint's payload and quarantined records as stored;
+//! - [`snapshot`]: the pure cores' state as bytes, for checkpoints;
+//! - [`samples_codec`]: the raw-sample frame published on `samples/...`;
+//! - [`cbor`]: the one versioned-CBOR encoding the stored records share.
+
+pub mod cbor;
+pub mod checkpoint;
+pub mod ledger;
+pub mod outbox;
+pub mod quarantine;
+pub mod samples_codec;
+pub mod snapshot;
