@@ -1,7 +1,6 @@
 //! The semantic checks, run once every field is present and of the right type.
 
-use super::fields::{show, Number};
-use super::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
+use super::value::{show, Number, MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
 use crate::event::is_identifier;
 use crate::records::quarantine::{Reason, Rejection};
 

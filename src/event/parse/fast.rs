@@ -11,9 +11,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
 use super::checks::check_event_id;
-use super::reader::{CowStr, Key, KeySeed};
 use super::shape::*;
-use super::{without_negative_zero, MIN_PLAUSIBLE_TS_MS};
+use super::value::{without_negative_zero, CowStr, Key, KeySeed, MIN_PLAUSIBLE_TS_MS};
 use crate::event::{is_identifier, ClockEvidence, Event, SampleRef};
 
 /// The event, when `raw` is a valid schema-1 event; `None` leaves the verdict to the exact path.

@@ -1,18 +1,10 @@
 //! Typed access to parsed JSON values. Each names the field path in its rejection.
 
-use super::non_finite::NonFinite;
-use super::reader::{Obj, Val};
 use super::shape::CLOCK_STATES;
+use super::value::{show, Number, Obj, Val};
 use crate::event::schema2::Axis;
 use crate::event::{ClockEvidence, SampleRef};
 use crate::records::quarantine::{Reason, Rejection};
-
-/// A number as found in the text: finite, or one of the non-finite tokens the fallback replaced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Number {
-    Finite(f64),
-    NonFinite(NonFinite),
-}
 
 /// The value of a field, or `missing_field` naming `path`.
 pub(crate) fn required<'v, 'a>(
@@ -112,19 +104,6 @@ pub(crate) fn as_enum<T: Copy>(
 fn one_of<T>(table: &[(&str, T)]) -> String {
     let names: Vec<String> = table.iter().map(|(n, _)| format!("{n:?}")).collect();
     format!("one of {}", names.join(", "))
-}
-
-/// A string for a rejection detail: quoted and escaped, cut to about 40 characters.
-pub(crate) fn show(s: &str) -> String {
-    const KEEP: usize = 40;
-    if s.len() <= KEEP + 8 {
-        return format!("{s:?}");
-    }
-    let mut cut = KEEP;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{:?}… ({} bytes)", &s[..cut], s.len())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@
 //!
 //! The code is cut by what it is:
 //! - this file: the public API and the order of checks ([`validate_event_json`]);
+//! - `value`: the values JSON is read into, the seeds for keys and strings, the limits and the
+//!   detail helper; a leaf every other part imports (no circle between the parts);
 //! - `shape`: the event's slots, field names and the spellings of its enumerations;
 //! - `reader`: the slot reader, a serde visitor that reads an object into [`Top`] and [`Val`]s;
 //! - `fields`: typed access to those values, each naming its field path in the rejection;
@@ -30,15 +32,18 @@ mod reader;
 mod shape;
 #[cfg(test)]
 mod tests;
+mod value;
 
 // Shared with the trace-line parser (`crate::trace::parse`).
 pub(crate) use checks::{check_identifier, check_plausible_ts};
 pub(crate) use fields::{
-    as_enum, as_i64, as_number, as_str, bad_type, clock_from, present, required, show, Number,
+    as_enum, as_i64, as_number, as_str, bad_type, clock_from, present, required,
 };
 pub(crate) use non_finite::{read_top_with_fallback, Patched};
-pub(crate) use reader::{describe_raw, read_top, Pass, Shape, Top, Val};
+pub(crate) use reader::read_top;
 pub(crate) use shape::UNITS;
+pub(crate) use value::{describe_raw, show, Number, Pass, Shape, Top, Val};
+pub use value::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
 
 use super::schema2::{self, Axis, Combine};
 use super::Event;
@@ -47,15 +52,10 @@ use checks::{check_event_id, finite, non_negative};
 use fast::fast_event;
 use fields::{as_bool, as_u64, axes_from, samples_from};
 use shape::*;
+use value::without_negative_zero;
 
 /// An event object larger than this many bytes is rejected as `oversized` without parsing.
 pub const MAX_EVENT_BYTES: usize = 16 * 1024;
-
-/// 2000-01-01T00:00:00Z in Unix milliseconds: an earlier `ts_ms` is `clock_implausible`.
-pub const MIN_PLAUSIBLE_TS_MS: i64 = 946_684_800_000;
-
-/// The longest `event_id`, in bytes.
-pub const MAX_EVENT_ID_BYTES: usize = 128;
 
 /// Parses and validates the JSON text of one event object (schema 1 or 2).
 ///
@@ -195,15 +195,6 @@ pub(crate) fn validate_event_json(top: &Top<'_, EVENT_SLOTS>) -> Result<Event, R
         quality,
         samples,
     })
-}
-
-/// `-0.0` is accepted and stored as `+0.0`, so equal events have equal fingerprints.
-fn without_negative_zero(x: f64) -> f64 {
-    if x == 0.0 {
-        0.0
-    } else {
-        x
-    }
 }
 
 fn unknown_schema(found: &str) -> Rejection {

@@ -3,7 +3,8 @@
 //! number literals too large for f64) replaced by a sentinel string and the text read again, so a
 //! non-finite number is reported by the semantic checks rather than as `malformed_json`.
 
-use super::reader::{read_top, Pass, Shape, Top};
+use super::reader::read_top;
+use super::value::{NonFinite, Pass, Shape, Top};
 use crate::records::quarantine::{Reason, Rejection};
 
 /// Reads `text` as one object of `shape` and hands it to `validate`: strictly first and, when
@@ -43,67 +44,6 @@ fn pick_error<'e>(
         fallback
     } else {
         strict
-    }
-}
-
-/// A token that is not JSON but that producers write for non-finite floats, or a number literal
-/// that overflows f64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NonFinite {
-    NaN,
-    Infinity,
-    NegInfinity,
-    Overflow,
-    NegOverflow,
-}
-
-impl NonFinite {
-    const ALL: [NonFinite; 5] = [
-        NonFinite::NaN,
-        NonFinite::Infinity,
-        NonFinite::NegInfinity,
-        NonFinite::Overflow,
-        NonFinite::NegOverflow,
-    ];
-
-    /// The JSON text that replaces the token in the fallback pass. It contains `\u0000`, and the
-    /// fallback never runs on text that already does, so it cannot be forged.
-    fn sentinel(self) -> &'static str {
-        match self {
-            NonFinite::NaN => "\"\\u0000nf:NaN\"",
-            NonFinite::Infinity => "\"\\u0000nf:Infinity\"",
-            NonFinite::NegInfinity => "\"\\u0000nf:-Infinity\"",
-            NonFinite::Overflow => "\"\\u0000nf:overflow\"",
-            NonFinite::NegOverflow => "\"\\u0000nf:-overflow\"",
-        }
-    }
-
-    /// The sentinel as a decoded string.
-    fn decoded(self) -> &'static str {
-        match self {
-            NonFinite::NaN => "\u{0}nf:NaN",
-            NonFinite::Infinity => "\u{0}nf:Infinity",
-            NonFinite::NegInfinity => "\u{0}nf:-Infinity",
-            NonFinite::Overflow => "\u{0}nf:overflow",
-            NonFinite::NegOverflow => "\u{0}nf:-overflow",
-        }
-    }
-
-    pub(super) fn from_decoded(s: &str) -> Option<NonFinite> {
-        if !s.starts_with('\u{0}') {
-            return None;
-        }
-        NonFinite::ALL.into_iter().find(|t| t.decoded() == s)
-    }
-
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            NonFinite::NaN => "NaN",
-            NonFinite::Infinity => "Infinity",
-            NonFinite::NegInfinity => "-Infinity",
-            NonFinite::Overflow => "a number literal too large for f64",
-            NonFinite::NegOverflow => "a negative number literal too large for f64",
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The event object's shape: the slot of each field, the field names, and the JSON spelling of
 //! each enumeration.
 
-use super::reader::Shape;
+use super::value::Shape;
 use crate::event::schema2::Combine;
 use crate::event::{ClockState, Metric, Quality, Unit};
 
