@@ -46,6 +46,7 @@ fn cwru_trace_alerts_match_the_brute_force_reference() {
             onset_ms: e.onset_ms,
             end_ms: Some(e.end_ms),
             evidence: e.evidence,
+            also_count: e.also.len() as u64,
             also: e.also,
         })
         .collect();

@@ -109,6 +109,8 @@ golden_tests!(
     early,
     auto_bound,
     samples_clock_jump,
+    also_max,
+    count_clock,
 );
 
 /// A derived event the rule rejects is kept in `--rejected` with its reason and its content.

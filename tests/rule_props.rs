@@ -43,7 +43,13 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
 }
 
 fn params(early: bool) -> Params {
+    params_listing(early, 100)
+}
+
+/// `also_max`: how many further events records list.
+fn params_listing(early: bool, also_max: u32) -> Params {
     let mut p = Params::defaults("gw-test");
+    p.also_max = also_max;
     p.allowed_lateness_ms = 86_400_000; // every order is within allowed lateness
     p.early = early;
     p
@@ -107,6 +113,28 @@ proptest! {
         let out = run(params(early), &arrivals);
         check_revisions(&out);
         prop_assert_eq!(final_incidents(&out), expected(&evs));
+    }
+
+    /// Bounded incidents (docs/contracts.md section 4): with `also_max` small, every order gives
+    /// the same first `also_max` further events by `(ts_ms, event_id)` and the full count.
+    #[test]
+    fn any_order_lists_the_same_first_also_max_and_the_full_count(
+        evs in events(),
+        order in any::<prop::sample::Index>(),
+        also_max in 0u32..4,
+    ) {
+        let mut arrivals = evs.clone();
+        let n = arrivals.len();
+        for i in (1..n).rev() {
+            let j = order.index(i + 1).min(i);
+            arrivals.swap(i, (j * 7 + i) % (i + 1));
+        }
+        let out = run(params_listing(false, also_max), &arrivals);
+        check_revisions(&out);
+        prop_assert!(out.iter().all(|r| r.also.len() <= also_max as usize));
+        let want: Vec<_> =
+            expected(&evs).into_iter().map(|i| i.listing(also_max as usize)).collect();
+        prop_assert_eq!(final_incidents(&out), want);
     }
 }
 

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::event::{is_identifier, Metric, Quality, Unit};
+use crate::event::{is_identifier, ClockState, Metric, Quality, Unit};
 pub use mqtt::{MqttForwardConfig, MqttTls};
 use raw::{
     RawConfig, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore, RawTime,
@@ -70,6 +70,12 @@ pub struct RuleConfig {
     pub count: u32,
     /// The qualities that count; non-empty, no duplicates.
     pub count_quality: Vec<Quality>,
+    /// The clock states whose events count (docs/contracts.md section 3); non-empty, no
+    /// duplicates. An event in another state is accepted, forwarded and ledgered, never counted.
+    pub count_clock: Vec<ClockState>,
+    /// How many further high events an alert record lists in `also`, at most
+    /// (docs/contracts.md section 4); `also_count` says how many there are in all.
+    pub also_max: u32,
     pub early: bool,
     /// `[rule.machines.NAME]` overrides; every NAME is an identifier.
     pub machines: BTreeMap<String, MachineRule>,
@@ -99,6 +105,8 @@ impl Default for RuleConfig {
             window_ms: 120_000,
             count: 3,
             count_quality: vec![Quality::Good, Quality::Uncertain],
+            count_clock: ClockState::ALL.to_vec(),
+            also_max: 100,
             early: false,
             machines: BTreeMap::new(),
         }
@@ -423,6 +431,25 @@ impl Ctx<'_> {
                 ));
             }
         }
+        let count_clock = raw.count_clock.unwrap_or(d.count_clock);
+        if count_clock.is_empty() {
+            return Err(self.err("rule.count_clock", "must list at least one clock state"));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, c) in count_clock.iter().enumerate() {
+            if !seen.insert(c.distrust()) {
+                return Err(self.err(
+                    format!("rule.count_clock[{i}]"),
+                    format!("clock state \"{}\" is listed twice", c.as_str()),
+                ));
+            }
+        }
+        let also_max = match raw.also_max {
+            None => d.also_max,
+            Some(n) => u32::try_from(n).map_err(|_| {
+                self.err("rule.also_max", format!("must be between 0 and {}, got {n}", u32::MAX))
+            })?,
+        };
         let mut machines = BTreeMap::new();
         for (machine, RawMachineRule { threshold }) in raw.machines.unwrap_or_default() {
             let key = format!("rule.machines.{machine}");
@@ -441,6 +468,8 @@ impl Ctx<'_> {
             window_ms,
             count,
             count_quality,
+            count_clock,
+            also_max,
             early: raw.early.unwrap_or(d.early),
             machines,
         })

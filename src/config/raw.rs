@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::event::{Metric, Quality, Unit};
+use crate::event::{ClockState, Metric, Quality, Unit};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +38,8 @@ pub(super) struct RawRule {
     pub(super) window: Option<String>,
     pub(super) count: Option<i64>,
     pub(super) count_quality: Option<Vec<Quality>>,
+    pub(super) count_clock: Option<Vec<ClockState>>,
+    pub(super) also_max: Option<i64>,
     pub(super) early: Option<bool>,
     pub(super) machines: Option<BTreeMap<String, RawMachineRule>>,
 }

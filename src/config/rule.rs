@@ -30,6 +30,8 @@ impl Params {
             window_ms: c.rule.window_ms,
             count: c.rule.count,
             count_quality: c.rule.count_quality.clone(),
+            count_clock: c.rule.count_clock.clone(),
+            also_max: c.rule.also_max,
             early: c.rule.early,
             bound: match t.watermark_bound {
                 WatermarkBound::Fixed(ms) => BoundMode::Fixed(ms),

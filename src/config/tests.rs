@@ -13,6 +13,8 @@ threshold = 0.5
 window = "2m"
 count = 3
 count_quality = ["good", "uncertain"]
+count_clock = ["synced", "holdover", "unknown", "unsynced", "stepped"]
+also_max = 100
 early = false
 
 [rule.machines.press-7]      # per-machine overrides
@@ -84,6 +86,8 @@ fn contract_example_parses_exactly() {
             window_ms: 120_000,
             count: 3,
             count_quality: vec![Quality::Good, Quality::Uncertain],
+            count_clock: ClockState::ALL.to_vec(),
+            also_max: 100,
             early: false,
             machines,
         },
@@ -269,6 +273,14 @@ fn impossible_values_are_rejected() {
         "rule.count_quality[2]",
         &["\"good\"", "twice"],
     );
+    assert_err(with("[rule]\ncount_clock = []\n"), "rule.count_clock", &["at least one"]);
+    assert_err(
+        with("[rule]\ncount_clock = [\"synced\", \"stepped\", \"synced\"]\n"),
+        "rule.count_clock[2]",
+        &["\"synced\"", "twice"],
+    );
+    assert_err(with("[rule]\ncount_clock = [\"late\"]\n"), "rule.count_clock[0]", &["late"]);
+    assert_err(with("[rule]\nalso_max = -1\n"), "rule.also_max", &["-1"]);
     assert_err(with("[time]\nidle_timeout = \"0ms\"\n"), "time.idle_timeout", &["longer than 0"]);
     assert_err(with("[mqtt]\nport = 0\n"), "mqtt.port", &["1..=65535"]);
     assert_err(with("[mqtt]\nport = 70000\n"), "mqtt.port", &["70000"]);

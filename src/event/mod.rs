@@ -20,6 +20,40 @@ pub enum ClockState {
     Unknown,
 }
 
+impl ClockState {
+    /// Every state, in the order of trust of docs/contracts.md section 3.
+    pub const ALL: [ClockState; 5] = [
+        ClockState::Synced,
+        ClockState::Holdover,
+        ClockState::Unknown,
+        ClockState::Unsynced,
+        ClockState::Stepped,
+    ];
+
+    /// How little an event time stamped in this state can be trusted, in the order of
+    /// docs/contracts.md section 3: `synced` < `holdover` < `unknown` < `unsynced` < `stepped`.
+    pub fn distrust(self) -> u8 {
+        match self {
+            ClockState::Synced => 0,
+            ClockState::Holdover => 1,
+            ClockState::Unknown => 2,
+            ClockState::Unsynced => 3,
+            ClockState::Stepped => 4,
+        }
+    }
+
+    /// The spelling in events and alert records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockState::Synced => "synced",
+            ClockState::Holdover => "holdover",
+            ClockState::Unknown => "unknown",
+            ClockState::Unsynced => "unsynced",
+            ClockState::Stepped => "stepped",
+        }
+    }
+}
+
 /// Evidence of how far `ts_ms` can be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClockEvidence {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ClockEvidence, Event, Quality, SampleRef, Unit};
+use crate::event::{ClockEvidence, ClockState, Event, Quality, SampleRef, Unit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,6 +46,7 @@ impl EvidenceItem {
 
 /// One alert record; `(alert_id, revision)` identifies it. Field order is the wire order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredAlert")]
 pub struct AlertRecord {
     pub alert_id: String,
     pub revision: u32,
@@ -56,11 +57,83 @@ pub struct AlertRecord {
     /// Null until the machine watermark has passed the end.
     pub end_ms: Option<i64>,
     pub evidence: Vec<EvidenceItem>,
+    /// The first `also_max` further high events of the incident, by `(ts_ms, event_id)`.
     pub also: Vec<String>,
+    /// How many further high events the incident has in all.
+    pub also_count: u64,
+    /// The least trusted clock state among the evidence events (docs/contracts.md section 3).
+    pub clock_trust: ClockState,
+    /// The largest `err_ms` among the evidence events; null when none carries one.
+    pub max_err_ms: Option<u32>,
     pub superseded_by: Option<String>,
     pub caused_by: Option<String>,
     /// Null only for an early alert fired before the machine had any watermark.
     pub watermark_ms: Option<i64>,
     pub decided_at_ms: i64,
     pub provisional: bool,
+}
+
+/// `clock_trust` and `max_err_ms` of a record with this evidence: the least trusted state (the
+/// most trusted, `synced`, for none) and the largest error bound.
+pub fn clock_summary<'a>(
+    evidence: impl IntoIterator<Item = &'a EvidenceItem>,
+) -> (ClockState, Option<u32>) {
+    evidence.into_iter().fold((ClockState::Synced, None), |(trust, err), e| {
+        let trust = if e.clock.state.distrust() > trust.distrust() { e.clock.state } else { trust };
+        (trust, err.max(e.clock.err_ms))
+    })
+}
+
+/// An alert record as read back (the store's archive, a capture): as [`AlertRecord`], or as
+/// written before `also_count`, `clock_trust` and `max_err_ms` existed, when `also` listed every
+/// further event and the clock fields follow from the evidence.
+#[derive(Deserialize)]
+struct StoredAlert {
+    alert_id: String,
+    revision: u32,
+    kind: AlertKind,
+    machine: String,
+    rule: String,
+    onset_ms: i64,
+    end_ms: Option<i64>,
+    evidence: Vec<EvidenceItem>,
+    also: Vec<String>,
+    also_count: Option<u64>,
+    clock_trust: Option<ClockState>,
+    #[serde(default)]
+    max_err_ms: Option<u32>,
+    superseded_by: Option<String>,
+    caused_by: Option<String>,
+    watermark_ms: Option<i64>,
+    decided_at_ms: i64,
+    provisional: bool,
+}
+
+impl From<StoredAlert> for AlertRecord {
+    fn from(s: StoredAlert) -> Self {
+        let (trust, err) = clock_summary(&s.evidence);
+        let (clock_trust, max_err_ms) = match s.clock_trust {
+            Some(t) => (t, s.max_err_ms),
+            None => (trust, err),
+        };
+        AlertRecord {
+            also_count: s.also_count.unwrap_or(s.also.len() as u64),
+            clock_trust,
+            max_err_ms,
+            alert_id: s.alert_id,
+            revision: s.revision,
+            kind: s.kind,
+            machine: s.machine,
+            rule: s.rule,
+            onset_ms: s.onset_ms,
+            end_ms: s.end_ms,
+            evidence: s.evidence,
+            also: s.also,
+            superseded_by: s.superseded_by,
+            caused_by: s.caused_by,
+            watermark_ms: s.watermark_ms,
+            decided_at_ms: s.decided_at_ms,
+            provisional: s.provisional,
+        }
+    }
 }

@@ -3,15 +3,22 @@
 //! `C(τ) = |{h in H : τ - W < h.ts <= τ}| >= N`; an incident is a maximal interval `[onset, end)`
 //! on which `C` holds. Adding an event at `t` can only turn `C` true on `[t, t + W)`, so the new
 //! incidents are the old ones united with the true part `R` of `[t, t + W)`: incidents touching
-//! `R` merge. Each incident keeps its *members* — the high events in `(onset - W, end)` — so that
-//! evidence (`ts <= onset`) and `also` (`ts > onset`) survive the eviction of old high events.
+//! `R` merge.
+//!
+//! An incident's state is bounded (docs/contracts.md section 4): it keeps its *evidence* — every
+//! high event in `(onset - W, onset]`, a window's worth — the first `also_max` keys of the further
+//! high events in `(onset, end)` and their count, so that a machine above threshold for a day is
+//! one incident of bounded size. Merging only moves an onset earlier and an end later, and every
+//! span a merge adds that no old incident covered lies within `W` of the new event, where the
+//! high-event index still holds every event; so the count and the first `also_max` keys of a
+//! merged incident are exact: the old counts, plus what the index holds in the spans between.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::alert::{AlertKind, AlertRecord, EvidenceItem};
+use super::alert::{clock_summary, AlertKind, AlertRecord, EvidenceItem};
 
 /// High events and members are ordered by event time, then event id: the order of `evidence`.
 /// The id is always `Some`; `(t, None)` sorts before every key of time `t`, a free range bound.
@@ -36,17 +43,64 @@ pub struct Published {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredIncident")]
 pub struct Incident {
     pub alert_id: String,
     pub onset: i64,
     pub end: i64,
-    pub members: BTreeMap<Key, Item>,
+    /// Every high event in `(onset - W, onset]`.
+    pub evidence: BTreeMap<Key, Item>,
+    /// The first `also_max` keys of the high events in `(onset, end)`.
+    pub also: BTreeSet<Key>,
+    /// How many high events lie in `(onset, end)`.
+    pub also_count: u64,
     pub published: Option<Published>,
 }
 
+/// An incident as a checkpoint holds it: as [`Incident`], or as written before incidents were
+/// bounded, with every member (evidence and `also`) in one map. Such an `also` is exact and is
+/// cut to `also_max` by the next record or event.
+#[derive(Deserialize)]
+struct StoredIncident {
+    alert_id: String,
+    onset: i64,
+    end: i64,
+    #[serde(default)]
+    evidence: BTreeMap<Key, Item>,
+    #[serde(default)]
+    also: BTreeSet<Key>,
+    #[serde(default)]
+    also_count: u64,
+    #[serde(default)]
+    members: Option<BTreeMap<Key, Item>>,
+    published: Option<Published>,
+}
+
+impl From<StoredIncident> for Incident {
+    fn from(s: StoredIncident) -> Self {
+        let StoredIncident { alert_id, onset, end, mut evidence, mut also, mut also_count, .. } = s;
+        if let Some(mut members) = s.members {
+            let later = members.split_off(&at_or_after(onset + 1));
+            also_count = later.len() as u64;
+            also = later.into_keys().collect();
+            evidence = members;
+        }
+        Incident { alert_id, onset, end, evidence, also, also_count, published: s.published }
+    }
+}
+
 impl Incident {
-    fn n_evidence(&self) -> usize {
-        self.members.range(..at_or_after(self.onset + 1)).count()
+    /// One more high event in `(onset, end)`; the list keeps its first `also_max` keys.
+    fn add_also(&mut self, key: Key, also_max: usize) {
+        self.also_count += 1;
+        self.also.insert(key);
+        trim(&mut self.also, also_max);
+    }
+}
+
+fn trim(also: &mut BTreeSet<Key>, also_max: usize) {
+    while also.len() > also_max {
+        also.pop_last();
     }
 }
 
@@ -58,6 +112,8 @@ pub struct Ctx<'a> {
     pub machine: &'a str,
     pub window_ms: i64,
     pub count: usize,
+    /// `also` lists at most this many event IDs.
+    pub also_max: usize,
     pub early: bool,
     /// The machine watermark; `i64::MIN` before there is one.
     pub wm: i64,
@@ -88,9 +144,9 @@ impl IncidentBook {
         self.incidents.values()
     }
 
-    /// Members held by incidents (counts shared events once per incident).
+    /// Events held by incidents: evidence and listed `also` (shared events once per incident).
     pub fn member_len(&self) -> usize {
-        self.incidents.values().map(|i| i.members.len()).sum()
+        self.incidents.values().map(|i| i.evidence.len() + i.also.len()).sum()
     }
 
     /// Applies one high event and emits what it changes.
@@ -140,8 +196,9 @@ impl IncidentBook {
 
     /// The common case, done without rebuilding anything: the event lies inside one incident
     /// (`onset <= t < end`) and `C`'s new true part is one interval `[lo, hi)` that reaches no
-    /// other incident. The incident gains the event, a later end if `hi` is past it, and with it
-    /// the high events already known in `[old end, new end)`.
+    /// other incident. The incident gains the event (as evidence when it is at the onset), a
+    /// later end if `hi` is past it, and with it the high events already known in
+    /// `[old end, new end)`.
     fn extend_in_place(
         &mut self,
         key: &Key,
@@ -161,14 +218,21 @@ impl IncidentBook {
             return false;
         }
         let Some(item) = self.high.get(key).cloned() else { return false };
-        let mut gained = BTreeMap::new();
-        if new_end > inc.end {
-            self.copy_high(inc.end, new_end - 1, &mut gained);
-        }
+        let gained: Vec<Key> = if new_end > inc.end {
+            self.high.range(range_keys(inc.end, new_end - 1)).map(|(k, _)| k.clone()).collect()
+        } else {
+            Vec::new()
+        };
         let Some(inc) = self.incidents.get_mut(&onset) else { return false };
         inc.end = new_end;
-        inc.members.insert(key.clone(), item);
-        inc.members.append(&mut gained);
+        if t == onset {
+            inc.evidence.insert(key.clone(), item);
+        } else {
+            inc.add_also(key.clone(), ctx.also_max);
+        }
+        for k in gained {
+            inc.add_also(k, ctx.also_max);
+        }
         sync(inc, ctx, out);
         true
     }
@@ -188,49 +252,67 @@ impl IncidentBook {
         } else {
             Some(0)
         });
-        let w = ctx.window_ms;
-        // Members: the old members, the high events of the span that no old member range covered,
-        // and the new event. Merging only moves the onset earlier and the end later, so every old
-        // member stays inside the new span and the survivor's map is extended in place.
-        let (span_lo, span_hi) = (onset - w + 1, end - 1);
-        let mut gaps = Vec::new();
-        let mut cursor = span_lo;
-        for old in &olds {
-            let (a, b) = (old.onset - w + 1, old.end - 1);
-            if a > cursor {
-                gaps.push((cursor, a - 1));
+        let (w, t) = (ctx.window_ms, new_key.0);
+        // Evidence: the first old incident's when the onset stays (with the new event if it
+        // falls in the evidence window), else the high events of the new onset's window.
+        let evidence = match olds.first() {
+            Some(first) if first.onset == onset => {
+                let mut ev = first.evidence.clone();
+                if t > onset - w && t <= onset {
+                    if let Some(item) = self.high.get(new_key) {
+                        ev.insert(new_key.clone(), item.clone());
+                    }
+                }
+                ev
             }
-            cursor = cursor.max(b + 1);
+            _ => self
+                .high
+                .range(range_keys(onset - w + 1, onset))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        };
+        // `also`: each old incident's `(onset, end)`, and the high events of the spans between
+        // and around them (its onset, a gap, the new true part), the new event among them.
+        let mut also = BTreeSet::new();
+        let mut also_count = 0u64;
+        let mut spans = Vec::new();
+        let mut from = onset + 1;
+        for old in &olds {
+            also_count += old.also_count;
+            also.extend(old.also.iter().cloned());
+            if old.onset >= from {
+                spans.push((from, old.onset));
+            }
+            from = from.max(old.end);
         }
-        if cursor <= span_hi {
-            gaps.push((cursor, span_hi));
+        if from < end {
+            spans.push((from, end - 1));
         }
-        let (alert_id, published, mut members) = match survivor {
+        for (lo, hi) in spans {
+            for (k, _) in self.high.range(range_keys(lo, hi)) {
+                also_count += 1;
+                also.insert(k.clone());
+            }
+        }
+        if olds.iter().any(|o| o.onset < t && t < o.end) {
+            also_count += 1;
+            also.insert(new_key.clone());
+        }
+        trim(&mut also, ctx.also_max);
+        let (alert_id, published) = match survivor {
             Some(s) => {
                 let sv = olds.swap_remove(s);
-                (sv.alert_id, sv.published, sv.members)
+                (sv.alert_id, sv.published)
             }
-            None => (
-                format!("{}/{}/{}/{}", ctx.gateway, ctx.rule, ctx.machine, onset),
-                None,
-                BTreeMap::new(),
-            ),
+            None => (format!("{}/{}/{}/{}", ctx.gateway, ctx.rule, ctx.machine, onset), None),
         };
-        for (lo, hi) in gaps {
-            self.copy_high(lo, hi, &mut members);
-        }
-        if new_key.0 >= span_lo && new_key.0 <= span_hi {
-            if let Some(item) = self.high.get(new_key) {
-                members.insert(new_key.clone(), item.clone());
-            }
-        }
         let mut absorbed = Vec::new();
         for old in olds {
-            members.extend(old.members);
             absorbed.push((old.alert_id, old.published));
         }
-        debug_assert!(members.keys().all(|k| k.0 >= span_lo && k.0 <= span_hi));
-        let mut inc = Incident { alert_id, onset, end, members, published };
+        debug_assert!(evidence.keys().all(|k| k.0 > onset - w && k.0 <= onset));
+        debug_assert!(also.iter().all(|k| k.0 > onset && k.0 < end));
+        let mut inc = Incident { alert_id, onset, end, evidence, also, also_count, published };
         sync(&mut inc, ctx, out);
         absorbed.sort_by_key(|a| a.1.as_ref().map(|p| p.onset));
         for (id, published) in absorbed {
@@ -242,12 +324,6 @@ impl IncidentBook {
             }
         }
         self.incidents.insert(onset, inc);
-    }
-
-    fn copy_high(&self, lo: i64, hi: i64, into: &mut BTreeMap<Key, Item>) {
-        for (k, v) in self.high.range(range_keys(lo, hi)) {
-            into.insert(k.clone(), v.clone());
-        }
     }
 
     /// The maximal intervals of `[t, t + W)` on which `C` holds, ascending and disjoint.
@@ -342,7 +418,7 @@ impl IncidentBook {
 }
 
 fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> AlertRecord {
-    let split = at_or_after(inc.onset + 1);
+    let (clock_trust, max_err_ms) = clock_summary(inc.evidence.values().map(|v| &**v));
     AlertRecord {
         alert_id: inc.alert_id.clone(),
         revision,
@@ -351,8 +427,13 @@ fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> Aler
         rule: ctx.rule.to_string(),
         onset_ms: inc.onset,
         end_ms: (ctx.wm > inc.end).then_some(inc.end),
-        evidence: inc.members.range(..split.clone()).map(|(_, v)| EvidenceItem::clone(v)).collect(),
-        also: inc.members.range(split..).map(|(_, v)| v.event_id.clone()).collect(),
+        evidence: inc.evidence.values().map(|v| EvidenceItem::clone(v)).collect(),
+        also: (inc.also.iter().take(ctx.also_max))
+            .filter_map(|(_, id)| id.as_deref().map(str::to_owned))
+            .collect(),
+        also_count: inc.also_count,
+        clock_trust,
+        max_err_ms,
         superseded_by: None,
         caused_by: ctx.caused_by.map(str::to_string),
         watermark_ms: (ctx.wm != i64::MIN).then_some(ctx.wm),
@@ -386,8 +467,8 @@ fn sync(inc: &mut Incident, ctx: &Ctx<'_>, out: &mut Vec<AlertRecord>) {
         return;
     };
     let end_known = (ctx.wm > inc.end).then_some(inc.end);
-    let n_evidence = inc.n_evidence();
-    let n_also = inc.members.len() - n_evidence;
+    let n_evidence = inc.evidence.len();
+    let n_also = usize::try_from(inc.also_count).unwrap_or(usize::MAX);
     let closed_before = p.end.is_some();
     let changed = inc.onset != p.onset
         || n_evidence != p.n_evidence

@@ -9,8 +9,8 @@
 //! 3. an `event_id` already remembered → duplicate (same content) or `id_conflict`;
 //! 4. `ts_ms < machine watermark - allowed_lateness` → too late (accepted, never applied);
 //!    `ts_ms < machine watermark` → late, applied; otherwise applied;
-//! 5. an applied event of the rule's metric, of a counted quality, at or above the machine's
-//!    threshold (compared in the rule's unit) joins the machine's incident book;
+//! 5. an applied event of the rule's metric, of a counted quality and clock state, at or above
+//!    the machine's threshold (compared in the rule's unit) joins the machine's incident book;
 //! 6. the sensor's watermark, then the machine's, move; what became due is published.
 
 pub mod alert;
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::event::{Event, Metric, Quality, Unit};
+use crate::event::{ClockState, Event, Metric, Quality, Unit};
 use crate::records::quarantine::{Reason, Rejection};
 use alert::{AlertRecord, EvidenceItem};
 use dedup::{Dedup, Seen};
@@ -42,6 +42,10 @@ pub struct Params {
     pub window_ms: i64,
     pub count: u32,
     pub count_quality: Vec<Quality>,
+    /// The clock states whose events count (docs/contracts.md section 3).
+    pub count_clock: Vec<ClockState>,
+    /// `also` lists at most this many event IDs (docs/contracts.md section 4).
+    pub also_max: u32,
     pub early: bool,
     pub bound: BoundMode,
     pub allowed_lateness_ms: i64,
@@ -262,6 +266,7 @@ impl Engine {
     fn is_high(&self, mi: u32, ev: &Event) -> bool {
         ev.metric == self.p.metric
             && self.p.count_quality.contains(&ev.quality)
+            && self.p.count_clock.contains(&ev.clock.state)
             && ev
                 .unit
                 .convert(ev.value, self.p.unit)
@@ -358,6 +363,7 @@ fn ctx<'a>(
         machine,
         window_ms: p.window_ms,
         count: p.count as usize,
+        also_max: p.also_max as usize,
         early: p.early,
         wm,
         now,

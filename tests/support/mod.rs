@@ -14,6 +14,16 @@ pub struct FinalIncident {
     pub end_ms: Option<i64>,
     pub evidence: Vec<String>,
     pub also: Vec<String>,
+    /// How many further high events the incident has; `also` may list fewer (`also_max`).
+    pub also_count: u64,
+}
+
+impl FinalIncident {
+    /// As an alert record lists it: only the first `also_max` further events.
+    pub fn listing(mut self, also_max: usize) -> Self {
+        self.also.truncate(also_max);
+        self
+    }
 }
 
 /// Brute force over every breakpoint: `high` is (ts, event_id) of one machine's high events.
@@ -42,6 +52,8 @@ pub fn reference(machine: &str, high: &[(i64, String)], w: i64, n: usize) -> Vec
 }
 
 fn incident(machine: &str, h: &[(i64, String)], onset: i64, end: i64, w: i64) -> FinalIncident {
+    let also: Vec<String> =
+        h.iter().filter(|(t, _)| onset < *t && *t < end).map(|x| x.1.clone()).collect();
     FinalIncident {
         machine: machine.to_string(),
         onset_ms: onset,
@@ -51,7 +63,8 @@ fn incident(machine: &str, h: &[(i64, String)], onset: i64, end: i64, w: i64) ->
             .filter(|(t, _)| onset - w < *t && *t <= onset)
             .map(|x| x.1.clone())
             .collect(),
-        also: h.iter().filter(|(t, _)| onset < *t && *t < end).map(|x| x.1.clone()).collect(),
+        also_count: also.len() as u64,
+        also,
     }
 }
 
@@ -73,6 +86,7 @@ pub fn final_incidents(records: &[AlertRecord]) -> Vec<FinalIncident> {
             end_ms: r.end_ms,
             evidence: r.evidence.iter().map(|e| e.event_id.clone()).collect(),
             also: r.also.clone(),
+            also_count: r.also_count,
         })
         .collect();
     out.sort();
