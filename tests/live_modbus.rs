@@ -6,88 +6,36 @@
 //! The daemon's store is locked while it runs, so the tests let it record for a few seconds of
 //! data (the length of a recording, not a synchronisation) after the log shows the connection.
 
-// Deadlines of waits for the real daemon are on tokio's clock, which these tests never pause.
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/modbus.rs"]
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::*;
+use support::daemon::Daemon;
+use support::modbus::*;
+use support::{cli, free_port, ledger, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_linegate");
 /// Seconds of data recorded in each phase.
 const RECORD: Duration = Duration::from_millis(2_500);
 
-/// A running `linegate run` and its log lines so far.
-struct Daemon {
-    child: std::process::Child,
-    log: Arc<Mutex<Vec<String>>>,
+/// Waits until `n` lines of the daemon's log contain `needle`; fails if it exits first.
+async fn wait_log(d: &mut Daemon, needle: &str, n: usize) {
+    wait_until(&format!("{n} × {needle:?} in the log"), || {
+        d.assert_running();
+        d.log_count(needle) >= n
+    })
+    .await;
 }
 
-impl Daemon {
-    fn start(config: &Path) -> Daemon {
-        let mut child = Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(config)
-            .env("LINEGATE_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (stderr, sink) = (child.stderr.take().unwrap(), log.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Daemon { child, log }
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.log.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
-    }
-
-    async fn wait_log(&mut self, needle: &str, n: usize) {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        while self.count(needle) < n {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("linegate exited ({status}):\n{}", self.log.lock().unwrap().join("\n"));
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no {needle:?} in the log");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Sends `signal` (TERM or INT) and waits for a clean exit.
-    async fn stop(mut self, signal: &str) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .unwrap()
-            .success());
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "linegate ignored SIG{signal}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let log = self.log.lock().unwrap().join("\n");
-        assert!(status.success(), "linegate after SIG{signal}: {status}\n{log}");
-        assert!(log.contains(&format!("SIG{signal}")), "{log}");
-    }
+/// Sends `signal` (TERM or INT) and waits for a clean exit that the log explains.
+async fn stop(mut d: Daemon, signal: &str) {
+    d.signal(signal);
+    wait_until(&format!("linegate to exit after SIG{signal}"), || d.exited().is_some()).await;
+    let (status, log) = (d.exited().unwrap(), d.log());
+    assert!(status.success(), "linegate after SIG{signal}: {status}\n{log}");
+    assert!(log.contains(&format!("SIG{signal}")), "{log}");
 }
 
 fn write_config(dir: &Path, source_keys: &str) -> PathBuf {
@@ -99,21 +47,6 @@ fn write_config(dir: &Path, source_keys: &str) -> PathBuf {
     );
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn cli(args: &[&str], config: &Path) -> String {
-    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
-    text
-}
-
-/// The ledger's entries (`dump ledger`).
-fn ledger(config: &Path) -> Vec<Value> {
-    cli(&["dump", "ledger"], config)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
-        .collect()
 }
 
 /// Per sensor, the seqs of its accepted events in ledger order; every event id is
@@ -181,11 +114,11 @@ fn check_outage_and_audit(config: &Path, ledger: &[Value]) {
 /// Starts linegate, records, kills the server, lets the outage last a second after linegate
 /// noticed it, and starts a new server with `args`: the running daemon and the new server.
 async fn outage(config: &Path, mut server1: Child, args: &[&str]) -> (Daemon, Child) {
-    let mut daemon = Daemon::start(config);
-    daemon.wait_log("modbus connected", 1).await;
+    let mut daemon = Daemon::start(config, &[], &[]);
+    wait_log(&mut daemon, "modbus connected", 1).await;
     tokio::time::sleep(RECORD).await;
     server1.kill();
-    daemon.wait_log("reconnecting", 1).await;
+    wait_log(&mut daemon, "reconnecting", 1).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     (daemon, server(args))
 }
@@ -209,9 +142,9 @@ async fn modbus_tcp_run_stores_events_declares_an_outage_and_resumes_numbering()
 
     let port_arg = port.to_string();
     let (mut daemon, _server2) = outage(&config, server1, &["--tcp", &port_arg]).await;
-    daemon.wait_log("modbus connected", 2).await;
+    wait_log(&mut daemon, "modbus connected", 2).await;
     tokio::time::sleep(RECORD).await;
-    daemon.stop("TERM").await;
+    stop(daemon, "TERM").await;
 
     let first = ledger(&config);
     let before = accepted(&first);
@@ -219,10 +152,10 @@ async fn modbus_tcp_run_stores_events_declares_an_outage_and_resumes_numbering()
     check_outage_and_audit(&config, &first);
 
     // A second run on the same store goes on numbering after the first.
-    let mut daemon = Daemon::start(&config);
-    daemon.wait_log("modbus connected", 1).await;
+    let mut daemon = Daemon::start(&config, &[], &[]);
+    wait_log(&mut daemon, "modbus connected", 1).await;
     tokio::time::sleep(RECORD).await;
-    daemon.stop("INT").await;
+    stop(daemon, "INT").await;
     let second = ledger(&config);
     assert!(second.iter().any(|e| e["kind"] == "restart"));
     let after = accepted(&second);
@@ -254,7 +187,7 @@ async fn modbus_rtu_run_over_a_pty_declares_the_outage_of_a_killed_server() {
     let (daemon, _server2) = outage(&config, server1, &args).await;
     // The serial device is reopened after every failure; the first answer ends the outage.
     tokio::time::sleep(RECORD * 2).await;
-    daemon.stop("TERM").await;
+    stop(daemon, "TERM").await;
 
     let ledger = ledger(&config);
     check_seqs(&accepted(&ledger), 3);
