@@ -163,7 +163,8 @@ async fn steady_flow_delivers_every_record_as_it_was_put_in() {
     fw.stop().await;
 }
 
-/// Broker stopped for 30 s while records keep coming, then restarted.
+/// Broker stopped while records keep coming (until the forwarder, refused again and again, waits
+/// its longest backoff between attempts), then restarted.
 async fn broker_restart(persistence: bool) {
     let dir = tempfile::tempdir().unwrap();
     let extra = if persistence {
@@ -181,6 +182,7 @@ async fn broker_restart(persistence: bool) {
     wait_until("first part delivered", || received_events(&sub.messages()).len() == 40).await;
     wait_until("first part acknowledged", || store.pending() == 0).await;
 
+    let attempts_before = fw.stats.attempts.load(Ordering::Relaxed);
     broker.stop();
     proxy.open.send(false).unwrap();
     drop(sub);
@@ -197,7 +199,12 @@ async fn broker_restart(persistence: bool) {
         r
     });
     fw.notify.notify_one();
-    tokio::time::sleep(Duration::from_secs(30)).await; // the outage itself
+    // The outage lasts until the forwarder, its session lost, has tried five times more: the wait
+    // before the fifth was its longest backoff (100 ms doubling up to 1 s).
+    wait_until("five connection attempts during the outage", || {
+        fw.stats.attempts.load(Ordering::Relaxed) >= attempts_before + 5
+    })
+    .await;
     assert_eq!(store.pending(), 121, "nothing leaves the outbox while the broker is away");
 
     broker.restart();
