@@ -28,8 +28,6 @@ mod fields;
 mod non_finite;
 mod reader;
 mod shape;
-#[cfg(test)]
-mod tests;
 
 // Shared with the trace-line parser (`crate::trace::parse`).
 pub(crate) use checks::{check_identifier, check_plausible_ts};
@@ -209,3 +207,6 @@ fn without_negative_zero(x: f64) -> f64 {
 fn unknown_schema(found: &str) -> Rejection {
     Rejection::new(Reason::UnknownSchema, format!("schema {found} is not supported (known: 1, 2)"))
 }
+
+#[cfg(test)]
+mod tests;
