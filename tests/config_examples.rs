@@ -1,11 +1,14 @@
 //! Every example configuration in `config/*.toml` must load.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use linegate::config::{Config, SourceConfig, TraceSource, WatermarkBound};
+use support::{fixture, linegate, root, run};
 
 fn config_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+    fixture("config")
 }
 
 fn example_files() -> Vec<PathBuf> {
@@ -63,19 +66,10 @@ fn trace_config_uses_the_auto_bound_in_real_time() {
 /// paths point) and names the key and file of a trace that does not exist.
 #[test]
 fn check_config_accepts_the_examples_and_names_a_missing_trace() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let run = |config: &std::path::Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_linegate"))
-            .arg("check-config")
-            .arg(config)
-            .current_dir(&root)
-            .output()
-            .unwrap()
-    };
+    let check = |config: &Path| run(linegate(&["check-config"]).arg(config).current_dir(root()));
     for name in ["demo.toml", "trace.toml"] {
-        let out = run(&config_dir().join(name));
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("source[0]: trace"));
+        let stdout = check(&config_dir().join(name)).success();
+        assert!(stdout.contains("source[0]: trace"), "{name}: {stdout}");
     }
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
@@ -84,9 +78,9 @@ fn check_config_accepts_the_examples_and_names_a_missing_trace() {
         "[gateway]\nid = \"gw-1\"\n\n[[source]]\nkind = \"trace\"\npath = \"no/such.jsonl\"\n",
     )
     .unwrap();
-    let out = run(&bad);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = check(&bad);
+    assert!(!out.ok(), "{out:?}");
+    let err = &out.stderr;
     assert!(
         err.contains("bad.toml") && err.contains("source[0].path") && err.contains("no/such.jsonl"),
         "{err}"

@@ -9,17 +9,18 @@
 //! the seed of the random choices (printed).
 #![cfg(feature = "failpoints")]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use linegate::config::Config;
 use linegate::decider::{Decider, Outcome};
 use linegate::trace::parse::parse_line;
-
-const BIN: &str = env!("CARGO_BIN_EXE_linegate");
+use support::daemon::Daemon;
+use support::{cli, ledger, replay, DEADLINE};
 
 /// Every boundary the issue names, as failpoints.
 const POINTS: &[&str] = &[
@@ -178,55 +179,32 @@ enum End {
 }
 
 fn run(config: &Path, forward: bool, kill_at: Option<String>, kill_after_ms: Option<u64>) -> End {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["run", "--exit-at-end", "--config"]).arg(config);
-    if forward {
-        cmd.args(["--forward", "local-ack"]);
-    } else {
-        cmd.arg("--no-forward");
+    let mut args = vec!["--exit-at-end"];
+    args.extend(if forward { &["--forward", "local-ack"][..] } else { &["--no-forward"] });
+    let mut env = vec![("LINEGATE_LOG", "warn")];
+    if let Some(k) = &kill_at {
+        env.push(("LINEGATE_KILL_AT", k));
     }
-    if let Some(k) = kill_at {
-        cmd.env("LINEGATE_KILL_AT", k);
-    }
-    cmd.env("LINEGATE_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut d = Daemon::start(config, &args, &env);
     if let Some(ms) = kill_after_ms {
         // The kill's moment is the point of the test, not a synchronisation.
         std::thread::sleep(Duration::from_millis(ms));
-        let _ = child.kill();
+        d.kill();
     }
-    let out = child.wait_with_output().unwrap();
-    match out.status.signal() {
+    // Far more than a run takes: only a hang reaches it.
+    let (status, _) = d.wait(DEADLINE * 5);
+    match status.signal() {
         Some(9) => End::Killed,
         _ => {
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "linegate run failed: {:?}\n{err}", out.status);
+            assert!(status.success(), "linegate run failed: {status:?}\n{}", d.log());
             End::Exited
         }
     }
 }
 
-fn cli(args: &[&str], config: &Path) -> (bool, String) {
-    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    (out.status.success(), String::from_utf8(out.stdout).unwrap() + &err)
-}
-
 /// What replay decides for the trace: accepted ids, alert lines, rejected count.
 fn reference(trace: &Path, config: &Path, dir: &Path) -> (BTreeSet<String>, BTreeSet<String>, u64) {
-    let out = dir.join("replay.alerts.jsonl");
-    let status = Command::new(BIN)
-        .arg("replay")
-        .arg(trace)
-        .args(["--config"])
-        .arg(config)
-        .arg("--out")
-        .arg(&out)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let alerts = std::fs::read_to_string(&out).unwrap().lines().map(String::from).collect();
+    let alerts = replay(trace, config, dir).alert_lines().into_iter().collect();
     let cfg = Config::load(config).unwrap();
     let mut d = Decider::new(&cfg).reporting();
     let mut accepted = BTreeSet::new();
@@ -248,16 +226,12 @@ fn reference(trace: &Path, config: &Path, dir: &Path) -> (BTreeSet<String>, BTre
 
 /// Checks the store of a finished round against replay.
 fn check(config: &Path, want: &(BTreeSet<String>, BTreeSet<String>, u64), round: usize) {
-    let (ok, text) = cli(&["reconcile"], config);
-    assert!(ok, "round {round}: reconcile failed:\n{text}");
-    let (ok, ledger) = cli(&["dump", "ledger"], config);
-    assert!(ok, "{ledger}");
+    eprintln!("round {round}: checking the store");
+    cli(&["reconcile"], config);
     let mut accepted = BTreeMap::<String, u32>::new();
     let mut alert_keys = BTreeSet::new();
     let mut quarantined = 0;
-    for line in ledger.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let e = &v["entry"];
+    for e in &ledger(config) {
         match e["kind"].as_str().unwrap() {
             "accepted" => *accepted.entry(e["event_id"].as_str().unwrap().into()).or_default() += 1,
             "alert" => {
@@ -276,9 +250,8 @@ fn check(config: &Path, want: &(BTreeSet<String>, BTreeSet<String>, u64), round:
     let lost: Vec<_> = want.0.difference(&got).collect();
     let extra: Vec<_> = got.difference(&want.0).collect();
     assert!(lost.is_empty() && extra.is_empty(), "round {round}: lost {lost:?}, extra {extra:?}");
-    let (ok, alerts) = cli(&["dump", "alerts"], config);
-    assert!(ok);
-    let alerts: BTreeSet<String> = alerts.lines().map(String::from).collect();
+    let alerts: BTreeSet<String> =
+        cli(&["dump", "alerts"], config).lines().map(String::from).collect();
     assert_eq!(alerts, want.1, "round {round}: archived alert records differ from replay");
     let want_keys: BTreeSet<(String, u64)> = want
         .1

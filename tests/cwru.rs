@@ -6,13 +6,13 @@
 mod support;
 
 use std::io::BufReader;
-use std::path::PathBuf;
 
 use linegate::config::Config;
 use linegate::replay::{replay, Sinks};
 use linegate::rule::alert::AlertRecord;
 use serde::Deserialize;
-use support::{check_revisions, final_incidents, FinalIncident};
+use support::fixture;
+use support::incidents::{check_revisions, final_incidents, FinalIncident};
 
 #[derive(Deserialize)]
 struct Expected {
@@ -25,9 +25,8 @@ struct Expected {
 
 #[test]
 fn cwru_trace_alerts_match_the_brute_force_reference() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let config = Config::load(&root.join("fixtures/traces/cwru.toml")).unwrap();
-    let trace = std::fs::File::open(root.join("fixtures/traces/cwru.jsonl")).unwrap();
+    let config = Config::load(&fixture("fixtures/traces/cwru.toml")).unwrap();
+    let trace = std::fs::File::open(fixture("fixtures/traces/cwru.jsonl")).unwrap();
     let mut sinks = Sinks { alerts: Vec::new(), rejected: None::<Vec<u8>> };
     let summary = replay(&config, BufReader::new(trace), &mut sinks, |_| {}).unwrap();
     let records: Vec<AlertRecord> = String::from_utf8(sinks.alerts)
@@ -37,7 +36,7 @@ fn cwru_trace_alerts_match_the_brute_force_reference() {
         .collect();
     check_revisions(&records);
 
-    let text = std::fs::read_to_string(root.join("fixtures/expected/cwru.incidents.json")).unwrap();
+    let text = std::fs::read_to_string(fixture("fixtures/expected/cwru.incidents.json")).unwrap();
     let expected: Vec<Expected> = serde_json::from_str(&text).unwrap();
     let mut expected: Vec<FinalIncident> = expected
         .into_iter()
@@ -62,8 +61,7 @@ fn cwru_trace_alerts_match_the_brute_force_reference() {
 /// committed trace (python3, standard library only), and its hand-worked self-test passes.
 #[test]
 fn committed_expectations_are_the_reference_output() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let script = root.join("fixtures/cwru/reference.py");
+    let script = fixture("fixtures/cwru/reference.py");
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&std::ffi::OsStr]| {
         let out = std::process::Command::new("python3")
@@ -77,7 +75,7 @@ fn committed_expectations_are_the_reference_output() {
     run(&["--out-dir".as_ref(), dir.path().as_os_str()]);
     for name in ["cwru.incidents.json", "cwru.frames.json"] {
         let fresh = std::fs::read(dir.path().join(name)).unwrap();
-        let committed = std::fs::read(root.join("fixtures/expected").join(name)).unwrap();
+        let committed = std::fs::read(fixture("fixtures/expected").join(name)).unwrap();
         assert!(fresh == committed, "{name} differs from reference.py's output");
     }
 }

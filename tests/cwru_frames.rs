@@ -2,17 +2,15 @@
 //! must give exactly the derived events the independent Python reference computed
 //! (fixtures/expected/cwru.frames.json).
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use linegate::event::{Event, Metric, Quality, Unit};
 use linegate::stamp::{FrameCutter, FrameParams};
 use linegate::trace::SamplesRecord;
 use serde_json::Value;
-
-fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
+use support::fixture;
 
 /// A deliberately minimal reading of a `samples` line (the real trace parser lives in
 /// `trace::parse`); this test trusts its own fixture.

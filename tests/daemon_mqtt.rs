@@ -5,21 +5,15 @@
 //! starts. Every assertion is on what the subscriber received and on what
 //! `linegate reconcile` and the ledger say afterwards.
 
-#[path = "support/mqtt.rs"]
-mod mqtt;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
-use mqtt::*;
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_linegate");
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/traces").join(name)
-}
+use support::daemon::{run_to_end, Daemon};
+use support::mqtt::{received_events, Broker, Subscriber};
+use support::{cli, free_port, ledger, replay, trace, wait_for, DEADLINE};
 
 /// `rules` (a fixture configuration without store, broker or source) with the store in
 /// `dir/db`, the broker at `port` under prefix `lg`, `mqtt_extra` keys, and `trace` as source.
@@ -35,7 +29,7 @@ fn config(
         "{}\n[store]\npath = \"{}\"\ncommit_interval = \"20ms\"\n\n\
          [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nprefix = \"lg\"\n{mqtt_extra}\n\n\
          [[source]]\nkind = \"trace\"\npath = \"{}\"\nspeed = 0.0\n",
-        std::fs::read_to_string(fixture(rules)).unwrap(),
+        std::fs::read_to_string(support::trace(rules)).unwrap(),
         dir.join("db").display(),
         trace.display()
     );
@@ -44,64 +38,11 @@ fn config(
     path
 }
 
-/// `linegate run --config CONFIG ARGS`, with `env` added to its environment.
-fn daemon(config: &Path, args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Child {
-    Command::new(BIN)
-        .args(["run", "--config"])
-        .arg(config)
-        .args(args)
-        .env("LINEGATE_LOG", "info")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap()
-}
-
-/// `linegate run --exit-at-end ARGS` to its end; it must succeed.
-fn run_to_end(config: &Path, args: &[&str]) {
-    let out = daemon(config, &[&["--exit-at-end"], args].concat(), &[], Stdio::piped())
-        .wait_with_output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "linegate run failed: {:?}\n{err}", out.status);
-}
-
-fn cli(args: &[&str], config: &Path) -> String {
-    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "linegate {args:?} failed: {err}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// What `linegate replay` decides for the trace: its alert records and its accepted count.
-fn replay(trace: &Path, config: &Path, dir: &Path) -> (Vec<Value>, u64) {
-    let (out, summary) = (dir.join("replay.alerts.jsonl"), dir.join("replay.summary.json"));
-    let status = Command::new(BIN)
-        .arg("replay")
-        .arg(trace)
-        .arg("--config")
-        .arg(config)
-        .arg("--out")
-        .arg(&out)
-        .arg("--summary")
-        .arg(&summary)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let alerts = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    (alerts, summary["accepted"].as_u64().unwrap())
-}
-
-/// The store's ledger, as `linegate dump ledger` prints it.
-fn ledger(config: &Path) -> Vec<Value> {
-    cli(&["dump", "ledger"], config).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+fn replayed(trace: &Path, config: &Path, dir: &Path) -> (Vec<Value>, u64) {
+    let r = replay(trace, config, dir);
+    let alerts = r.alert_lines().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (alerts, r.accepted())
 }
 
 /// An accepted event as the ledger names it.
@@ -116,7 +57,6 @@ struct Accepted {
 fn accepted(ledger: &[Value]) -> Vec<Accepted> {
     ledger
         .iter()
-        .map(|r| &r["entry"])
         .filter(|e| e["kind"] == "accepted")
         .map(|e| Accepted {
             event_id: e["event_id"].as_str().unwrap().into(),
@@ -134,7 +74,7 @@ fn check_store(config: &Path) {
     assert_eq!(r["unaccounted"], serde_json::json!([]), "{r}");
     assert_eq!(r["queued"], 0, "everything forwarded: {r}");
     let mut published = BTreeSet::new();
-    for e in ledger(config).iter().map(|r| &r["entry"]) {
+    for e in &ledger(config) {
         let seqs = || e["outbox_seqs"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap());
         match e["kind"].as_str() {
             Some("published") => published.extend(seqs()),
@@ -189,7 +129,7 @@ fn check_delivered(
     replayed: &[Value],
 ) -> Delivered {
     let want_alerts: BTreeMap<_, _> = replayed.iter().map(|a| (alert_key(a), a.clone())).collect();
-    wait_for("every event and alert at the subscriber", 500, || {
+    wait_for("every event and alert at the subscriber", || {
         let d = delivered(sub);
         let keys: BTreeSet<_> = d.alerts.iter().map(alert_key).collect();
         accepted.iter().all(|a| d.events.contains_key(&a.event_id))
@@ -228,14 +168,14 @@ fn steady_flow_delivers_every_event_and_the_replay_alerts() {
         let broker = Broker::start(dir.path(), free_port(), "");
         let root = format!("lg/{gateway}");
         let sub = Subscriber::start(dir.path(), broker.port, &root, &[]);
-        let trace = fixture(trace);
+        let trace = support::trace(trace);
         let cfg = config(dir.path(), "run.toml", rules, &trace, broker.port, "");
         run_to_end(&cfg, &[]);
         // The exit came after the drain: nothing is left queued.
         check_store(&cfg);
         let ledger = ledger(&cfg);
         let accepted = accepted(&ledger);
-        let (alerts, replay_accepted) = replay(&trace, &cfg, dir.path());
+        let (alerts, replay_accepted) = replayed(&trace, &cfg, dir.path());
         assert_eq!(accepted.len() as u64, replay_accepted, "{}", trace.display());
         assert!(!accepted.is_empty(), "{}", trace.display());
         alert_records += alerts.len();
@@ -284,18 +224,16 @@ fn killed_while_draining_a_backlog_loses_nothing_after_restart() {
     let accepted = accepted(&ledger(&slow));
     assert_eq!(accepted.len(), 1000);
 
-    let mut child = daemon(&slow, &[], &[], Stdio::null());
-    wait_for("a quarter of the backlog at the subscriber", 500, || {
-        delivered(&sub).events.len() >= 250
-    });
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    let mut d = Daemon::start(&slow, &[], &[]);
+    wait_for("a quarter of the backlog at the subscriber", || delivered(&sub).events.len() >= 250);
+    d.kill(); // SIGKILL
+    d.wait(DEADLINE);
     let at_kill = delivered(&sub).events.len();
     assert!(at_kill < 1000, "the kill must land before the drain ends ({at_kill} delivered)");
 
     run_to_end(&fast, &[]);
     check_store(&fast);
-    let (alerts, _) = replay(&trace, &fast, dir.path());
+    let (alerts, _) = replayed(&trace, &fast, dir.path());
     assert!(!alerts.is_empty());
     let d = check_delivered(&sub, root, &accepted, &alerts);
     // Everything went out as backlog (queued before each connection): flagged as replayed.
@@ -319,24 +257,19 @@ fn broker_absent_at_start_gets_everything_once_it_comes() {
     drop(Subscriber::with_session(dir.path(), broker.port, root, "recorder"));
     broker.stop();
 
-    let trace = fixture("cwru.jsonl");
+    let trace = trace("cwru.jsonl");
     let cfg = config(dir.path(), "run.toml", "cwru.toml", &trace, broker.port, "");
-    let log = dir.path().join("daemon.log");
-    let stderr = std::fs::File::create(&log).unwrap();
-    let mut child =
-        daemon(&cfg, &["--exit-at-end", "--drain-timeout", "30s"], &[], Stdio::from(stderr));
-    wait_for("the daemon to find no broker", 500, || {
-        std::fs::read_to_string(&log).unwrap().contains("MQTT connection lost or refused")
+    let mut d = Daemon::start(&cfg, &["--exit-at-end", "--drain-timeout", "30s"], &[]);
+    wait_for("the daemon to find no broker", || {
+        d.log().contains("MQTT connection lost or refused")
     });
-    assert!(child.try_wait().unwrap().is_none(), "the daemon waits for the broker to drain");
+    d.assert_running(); // it waits for the broker to drain
     broker.restart();
-    wait_for("the daemon to drain and exit", 1000, || child.try_wait().unwrap().is_some());
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap());
+    d.wait_success(DEADLINE);
     check_store(&cfg);
 
     let sub = Subscriber::with_session(dir.path(), broker.port, root, "recorder");
-    let (alerts, _) = replay(&trace, &cfg, dir.path());
+    let (alerts, _) = replayed(&trace, &cfg, dir.path());
     check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
 }
 
@@ -357,10 +290,10 @@ fn killed_after_publishing_an_alert_before_its_checkpoint_commits_sends_it_again
     // Every checkpoint waits 5 s between its applied batch and its commit: the kill below, right
     // after the subscriber got an alert, lands in that wait.
     let pause = [("FAILPOINTS", "app::decide::before_commit=sleep(5000)")];
-    let mut child = daemon(&cfg, &[], &pause, Stdio::null());
-    wait_for("an alert at the subscriber", 2000, || !delivered(&sub).alerts.is_empty());
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    let mut d = Daemon::start(&cfg, &[], &pause);
+    wait_for("an alert at the subscriber", || !delivered(&sub).alerts.is_empty());
+    d.kill(); // SIGKILL
+    d.wait(DEADLINE);
     let before = delivered(&sub).alerts;
     // Delivered, and not durable: its checkpoint (which archives it) had not committed.
     let archived: BTreeSet<_> = cli(&["dump", "alerts"], &cfg)
@@ -373,7 +306,7 @@ fn killed_after_publishing_an_alert_before_its_checkpoint_commits_sends_it_again
 
     run_to_end(&cfg, &[]);
     check_store(&cfg);
-    let (alerts, _) = replay(&trace, &cfg, dir.path());
+    let (alerts, _) = replayed(&trace, &cfg, dir.path());
     let d = check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
     for a in &before {
         let copies = d.alerts.iter().filter(|b| *b == a).count();

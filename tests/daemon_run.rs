@@ -9,36 +9,19 @@
 //! - a small `[store] max_bytes` sheds old raw samples: `Shed` records in `linegate dump ledger`,
 //!   and `reconcile` lists them as missing with the reason.
 
-#[path = "support/promtool.rs"]
-mod promtool;
-
-use promtool::{sample, scrape};
+mod support;
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use linegate::clock::{Clock, SystemClock};
-
-const BIN: &str = env!("CARGO_BIN_EXE_linegate");
-
-/// Any wait for the daemon gives up after this many 50 ms polls (30 s).
-const POLLS: u32 = 600;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::daemon::Daemon;
+use support::promtool::{self, sample, scrape, scrape_until};
+use support::{cli, fixture, free_port, ledger, poll, replay, DEADLINE};
 
 fn cwru_trace() -> PathBuf {
-    root().join("fixtures/traces/cwru.jsonl")
-}
-
-/// A port nobody listens on now (the config names a fixed address).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    fixture("fixtures/traces/cwru.jsonl")
 }
 
 struct Setup {
@@ -104,115 +87,14 @@ speed = {speed:?}
     }
 }
 
-/// A running `linegate run`, killed if the test fails before it ends.
-struct Daemon {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn start(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let log = config.with_extension("log");
-        let mut cmd = Command::new(BIN);
-        cmd.args(["run", "--config"]).arg(config).args(args);
-        cmd.env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC").env_remove("JOURNAL_STREAM");
-        cmd.envs(env.iter().copied()).env("LINEGATE_LOG", "info");
-        cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
-        Daemon { child: Some(cmd.spawn().unwrap()), log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn sigterm(&self) {
-        let pid = self.child.as_ref().unwrap().id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    }
-
-    /// Waits for the exit (at most `polls` × 50 ms); the status and how long it took.
-    fn wait(&mut self, polls: u32) -> (ExitStatus, Duration) {
-        let child = self.child.as_mut().unwrap();
-        let clock = SystemClock::new();
-        for _ in 0..polls {
-            if let Some(status) = child.try_wait().unwrap() {
-                self.child = None;
-                return (status, Duration::from_millis(clock.monotonic_ms().max(0) as u64));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("linegate run did not exit in time; its log:\n{}", self.log());
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Scrapes until `ok` holds for the body; returns that body.
-fn scrape_until(d: &Daemon, port: u16, what: &str, ok: impl Fn(&str) -> bool) -> String {
-    for _ in 0..POLLS {
-        if let Some(body) = scrape(port).filter(|b| ok(b)) {
-            return body;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("metrics never showed {what}; last scrape:\n{:?}\nlog:\n{}", scrape(port), d.log());
-}
-
-/// Runs a `linegate` subcommand on `config`: (success, stdout).
-fn cli(args: &[&str], config: &Path) -> (bool, String) {
-    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() || out.status.code() == Some(1),
-        "linegate {args:?}: {:?}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn ledger(config: &Path) -> Vec<serde_json::Value> {
-    let (ok, text) = cli(&["dump", "ledger"], config);
-    assert!(ok);
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 /// Event ids the ledger accepted (each must appear once).
 fn accepted_ids(ledger: &[serde_json::Value]) -> BTreeSet<String> {
     let mut ids = BTreeSet::new();
-    for r in ledger.iter().filter(|r| r["entry"]["kind"] == "accepted") {
-        let id = r["entry"]["event_id"].as_str().unwrap().to_owned();
+    for e in ledger.iter().filter(|e| e["kind"] == "accepted") {
+        let id = e["event_id"].as_str().unwrap().to_owned();
         assert!(ids.insert(id.clone()), "event {id} accepted twice");
     }
     ids
-}
-
-/// How many events `linegate replay` accepts on the same trace and configuration.
-fn replay_accepted(dir: &Path, trace: &Path, config: &Path) -> u64 {
-    let (out, summary) = (dir.join("replay-alerts.jsonl"), dir.join("replay-summary.json"));
-    let status = Command::new(BIN)
-        .arg("replay")
-        .arg(trace)
-        .arg("--config")
-        .arg(config)
-        .arg("--out")
-        .arg(&out)
-        .arg("--summary")
-        .arg(&summary)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    v["counts"]["accepted"].as_u64().or_else(|| v["accepted"].as_u64()).unwrap()
 }
 
 #[test]
@@ -254,9 +136,8 @@ fn metrics_are_served_while_running_and_pass_promtool() {
         .sum();
     assert_eq!(clock_states, 1.0, "exactly one clock state");
 
-    d.sigterm();
-    let (status, took) = d.wait(POLLS);
-    assert!(status.success(), "{status:?}\n{}", d.log());
+    d.signal("TERM");
+    let took = d.wait_success(DEADLINE);
     assert!(took < Duration::from_secs(10), "{took:?}");
     assert!(scrape(setup.port).is_none(), "the endpoint outlived the daemon");
 }
@@ -271,9 +152,8 @@ fn sigterm_mid_trace(dir: &Path, env: &[(&str, &str)]) -> (Setup, PathBuf, Daemo
     scrape_until(&d, setup.port, "some records decided", |b| {
         sample(b, "linegate_records_total").is_some_and(|n| n >= 10.0)
     });
-    d.sigterm();
-    let (status, took) = d.wait(POLLS);
-    assert!(status.success(), "{status:?}\n{}", d.log());
+    d.signal("TERM");
+    let took = d.wait_success(DEADLINE);
     assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
     (setup, config, d)
 }
@@ -288,20 +168,17 @@ fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
     // The rest at full speed, to the end.
     setup.speed = 0.0;
     let fast = setup.write(dir.path(), "fast.toml");
-    let mut d = Daemon::start(&fast, &["--exit-at-end"], &[]);
-    let (status, _) = d.wait(POLLS);
-    assert!(status.success(), "{status:?}\n{}", d.log());
+    let d = support::daemon::run_to_end(&fast, &[]);
 
     let ledger = ledger(&fast);
-    let kinds: Vec<&str> = ledger.iter().map(|r| r["entry"]["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = ledger.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(!kinds.contains(&"recovery"), "the store was moved aside:\n{}", d.log());
-    let restart = ledger.iter().find(|r| r["entry"]["kind"] == "restart").expect("a restart");
-    assert!(restart["entry"]["checkpoint_pos"].as_u64().unwrap() > 0, "{restart}");
+    let restart = ledger.iter().find(|e| e["kind"] == "restart").expect("a restart");
+    assert!(restart["checkpoint_pos"].as_u64().unwrap() > 0, "{restart}");
     let after = accepted_ids(&ledger);
     assert!(after.is_superset(&before) && after.len() > before.len());
-    assert_eq!(after.len() as u64, replay_accepted(dir.path(), &cwru_trace(), &fast));
-    let (ok, report) = cli(&["reconcile"], &fast);
-    assert!(ok, "{report}");
+    assert_eq!(after.len() as u64, replay(&cwru_trace(), &fast, dir.path()).accepted());
+    let report = cli(&["reconcile"], &fast);
     assert!(report.contains("reconcile: ok"), "{report}");
 }
 
@@ -314,8 +191,8 @@ fn a_store_close_that_hangs_does_not_hold_the_exit_up() {
     let (_, config, d) = sigterm_mid_trace(dir.path(), &hang);
     assert!(d.log().contains("the store did not close in time"), "{}", d.log());
     // Everything was durable before the close: the store reopens and reconciles.
-    let (ok, report) = cli(&["reconcile"], &config);
-    assert!(ok && report.contains("reconcile: ok"), "{report}");
+    let report = cli(&["reconcile"], &config);
+    assert!(report.contains("reconcile: ok"), "{report}");
 }
 
 #[test]
@@ -334,25 +211,22 @@ fn systemd_hears_ready_watchdog_and_stopping() {
     let mut heard: Vec<String> = Vec::new();
     let mut buf = [0u8; 4096];
     let mut listen_until = |heard: &mut Vec<String>, what: &str| {
-        for _ in 0..POLLS {
-            if heard.iter().any(|m| m.lines().any(|l| l == what)) {
-                return;
-            }
-            if let Ok(n) = socket.recv(&mut buf) {
+        let got = poll(DEADLINE, || {
+            while let Ok(n) = socket.recv(&mut buf) {
                 heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
             }
-        }
-        panic!("never heard {what}; heard {heard:?}\nlog:\n{}", d.log());
+            heard.iter().any(|m| m.lines().any(|l| l == what)).then_some(())
+        });
+        assert!(got.is_some(), "never heard {what}; heard {heard:?}\nlog:\n{}", d.log());
     };
     listen_until(&mut heard, "READY=1");
     listen_until(&mut heard, "WATCHDOG=1");
     let ready = heard.iter().position(|m| m.contains("READY=1")).unwrap();
     let ping = heard.iter().position(|m| m.contains("WATCHDOG=1")).unwrap();
     assert!(ready < ping || heard[ready].contains("WATCHDOG=1"), "{heard:?}");
-    d.sigterm();
+    d.signal("TERM");
     listen_until(&mut heard, "STOPPING=1");
-    let (status, _) = d.wait(POLLS);
-    assert!(status.success(), "{status:?}\n{}", d.log());
+    d.wait_success(DEADLINE);
 }
 
 /// One machine, two sensors, `seconds` of 2000 Hz samples in 1-second lines, and a tick.
@@ -386,24 +260,22 @@ fn a_small_budget_sheds_old_samples_as_declared_gaps() {
     setup.allowed_lateness = "10s";
     let config = setup.write(dir.path(), "run.toml");
     let mut d = Daemon::start(&config, &["--exit-at-end"], &[]);
-    let (status, _) = d.wait(POLLS * 4);
-    assert!(status.success(), "{status:?}\n{}", d.log());
+    d.wait_success(DEADLINE * 2);
 
     let ledger = ledger(&config);
-    let shed: Vec<_> = ledger.iter().filter(|r| r["entry"]["kind"] == "shed").collect();
+    let shed: Vec<_> = ledger.iter().filter(|e| e["kind"] == "shed").collect();
     assert!(!shed.is_empty(), "nothing shed; log:\n{}", d.log());
     // The watermark never passes the last ingest time (the final tick at 460 s), and frames
     // within the rule window (2 min) plus the allowed lateness (10 s) of it are kept.
     let kept_from = 1_700_000_000_000 + 460_000 - 130_000;
-    for r in &shed {
-        let gap = &r["entry"]["gap"];
+    for e in &shed {
+        let gap = &e["gap"];
         assert_eq!(gap["reason"], "shed");
         assert_eq!(gap["machine"], "mill");
         let to = gap["range"]["to_ms"].as_i64().unwrap_or_else(|| panic!("{gap}"));
         assert!(to <= kept_from, "a recent frame was shed: {gap}");
     }
-    let (ok, report) = cli(&["reconcile"], &config);
-    assert!(ok, "{report}");
+    let report = cli(&["reconcile"], &config);
     let missing = report.lines().filter(|l| l.contains("missing (declared: shed)")).count();
     assert!(missing >= shed.len(), "{report}");
     assert!(report.contains("gap mill/x1 samples ["), "{report}");

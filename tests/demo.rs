@@ -3,19 +3,16 @@
 //! events go from backlog depends on the wall clock, so only their presence is asserted.
 #![cfg(feature = "demo")]
 
-use std::process::Command;
+mod support;
+
+use support::{linegate, root, run};
 
 #[test]
 fn demo_delivers_everything_accepted_across_a_broker_outage_and_reconciles() {
-    let out = Command::new(env!("CARGO_BIN_EXE_linegate"))
-        .args(["demo", "--quick"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = run(linegate(&["demo", "--quick"]).current_dir(root()));
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     let all = format!("{stdout}\n--- stderr\n{stderr}");
-    assert!(out.status.success(), "{all}");
+    assert!(out.ok(), "{all}");
     // Progress: one line per phase and per second, the outage and the return.
     assert!(stderr.contains("BROKER GONE"), "{all}");
     assert!(stderr.contains("BROKER BACK"), "{all}");

@@ -5,45 +5,28 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use linegate::rule::alert::AlertRecord;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::incidents::check_revisions;
+use support::{fixture, linegate, replay, run, trace};
 
 /// Runs the binary on `fixtures/traces/{name}.jsonl` and compares with `fixtures/expected/`.
 fn golden(name: &str) -> Vec<AlertRecord> {
-    let traces = root().join("fixtures/traces");
-    let own = traces.join(format!("{name}.toml"));
-    let config = if own.exists() { own } else { traces.join("golden.toml") };
+    let own = trace(&format!("{name}.toml"));
+    let config = if own.exists() { own } else { trace("golden.toml") };
     let dir = tempfile::tempdir().unwrap();
-    let (out, summary) = (dir.path().join("alerts.jsonl"), dir.path().join("summary.json"));
-    let status = Command::new(env!("CARGO_BIN_EXE_linegate"))
-        .arg("replay")
-        .arg(traces.join(format!("{name}.jsonl")))
-        .arg("--config")
-        .arg(&config)
-        .arg("--out")
-        .arg(&out)
-        .arg("--summary")
-        .arg(&summary)
-        .status()
-        .unwrap();
-    assert!(status.success(), "replay of {name} failed");
-    let expected = root().join("fixtures/expected");
+    let out = replay(&trace(&format!("{name}.jsonl")), &config, dir.path());
+    let expected = fixture("fixtures/expected");
     for (got, want) in [
-        (&out, expected.join(format!("{name}.alerts.jsonl"))),
-        (&summary, expected.join(format!("{name}.summary.json"))),
+        (&out.alerts, expected.join(format!("{name}.alerts.jsonl"))),
+        (&out.summary, expected.join(format!("{name}.summary.json"))),
     ] {
         compare(got, &want);
     }
-    let text = std::fs::read_to_string(&out).unwrap();
     let records: Vec<AlertRecord> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    support::check_revisions(&records);
+        out.alert_lines().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    check_revisions(&records);
     records
 }
 
@@ -73,7 +56,7 @@ macro_rules! golden_tests {
         #[test]
         fn every_trace_has_a_golden_test() {
             let listed = [$(stringify!($name)),*];
-            for entry in std::fs::read_dir(root().join("fixtures/traces")).unwrap() {
+            for entry in std::fs::read_dir(fixture("fixtures/traces")).unwrap() {
                 let path = entry.unwrap().path();
                 if path.extension().is_some_and(|e| e == "jsonl") {
                     let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
@@ -116,18 +99,14 @@ golden_tests!(
 /// A derived event the rule rejects is kept in `--rejected` with its reason and its content.
 #[test]
 fn rejected_derived_events_are_kept_with_their_reason() {
-    let traces = root().join("fixtures/traces");
     let dir = tempfile::tempdir().unwrap();
     let rejected = dir.path().join("rejected.jsonl");
-    let status = Command::new(env!("CARGO_BIN_EXE_linegate"))
-        .arg("replay")
-        .arg(traces.join("samples_clock_jump.jsonl"))
-        .args(["--config".as_ref(), traces.join("golden.toml").as_os_str()])
+    run(linegate(&["replay"])
+        .arg(trace("samples_clock_jump.jsonl"))
+        .args(["--config".as_ref(), trace("golden.toml").as_os_str()])
         .args(["--out".as_ref(), dir.path().join("alerts.jsonl").as_os_str()])
-        .args(["--rejected".as_ref(), rejected.as_os_str()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+        .args(["--rejected".as_ref(), rejected.as_os_str()]))
+    .success();
     let text = std::fs::read_to_string(&rejected).unwrap();
     let rows: Vec<serde_json::Value> =
         text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

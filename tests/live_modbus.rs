@@ -3,117 +3,75 @@
 //! gap, SIGTERM and SIGINT stops, and sequence numbers that go on after a restart. Checked with
 //! `linegate dump ledger`, `inspect --json` and `reconcile` on the store afterwards.
 //!
-//! The daemon's store is locked while it runs, so the tests let it record for a few seconds of
-//! data (the length of a recording, not a synchronisation) after the log shows the connection.
+//! The daemon's store is locked while it runs, so the tests follow it through its log and its
+//! `/metrics`: each phase lasts until the accepted events it needs are checkpointed.
 
-// Deadlines of waits for the real daemon are on tokio's clock, which these tests never pause.
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/modbus.rs"]
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::*;
+use support::daemon::Daemon;
+use support::modbus::*;
+use support::promtool::{sample, scrape};
+use support::{cli, free_port, ledger, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_linegate");
-/// Seconds of data recorded in each phase.
-const RECORD: Duration = Duration::from_millis(2_500);
+/// The five channels of the served register map.
+const SENSORS: [&str; 5] = ["i16", "f32-big", "f32-little", "i32-little", "index"];
+/// Each phase of a run lasts until this many more events of every sensor are accepted (one a
+/// second of polls; the five sensors are polled together, so their counts move in step).
+const EVENTS_PER_PHASE: usize = 2;
 
-/// A running `linegate run` and its log lines so far.
-struct Daemon {
-    child: std::process::Child,
-    log: Arc<Mutex<Vec<String>>>,
+/// Waits until `n` lines of the daemon's log contain `needle`; fails if it exits first.
+async fn wait_log(d: &mut Daemon, needle: &str, n: usize) {
+    wait_until(&format!("{n} × {needle:?} in the log"), || {
+        d.assert_running();
+        d.log_count(needle) >= n
+    })
+    .await;
 }
 
-impl Daemon {
-    fn start(config: &Path) -> Daemon {
-        let mut child = Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(config)
-            .env("LINEGATE_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (stderr, sink) = (child.stderr.take().unwrap(), log.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Daemon { child, log }
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.log.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
-    }
-
-    async fn wait_log(&mut self, needle: &str, n: usize) {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        while self.count(needle) < n {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("linegate exited ({status}):\n{}", self.log.lock().unwrap().join("\n"));
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no {needle:?} in the log");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Sends `signal` (TERM or INT) and waits for a clean exit.
-    async fn stop(mut self, signal: &str) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .unwrap()
-            .success());
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "linegate ignored SIG{signal}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let log = self.log.lock().unwrap().join("\n");
-        assert!(status.success(), "linegate after SIG{signal}: {status}\n{log}");
-        assert!(log.contains(&format!("SIG{signal}")), "{log}");
-    }
+/// Waits until the daemon's `/metrics` on `port` count at least `n` accepted events (they count
+/// once their checkpoint is written; totals since the store was created); that count.
+async fn accepted_at_least(d: &mut Daemon, port: u16, n: usize) -> usize {
+    let mut got = 0;
+    wait_until(&format!("{n} accepted events"), || {
+        d.assert_running();
+        let count = scrape(port).and_then(|body| sample(&body, "linegate_accepted_total"));
+        got = count.map_or(0, |v| v as usize);
+        count.is_some() && got >= n
+    })
+    .await;
+    got
 }
 
-fn write_config(dir: &Path, source_keys: &str) -> PathBuf {
+/// Waits until [`EVENTS_PER_PHASE`] more events of every sensor than now are accepted.
+async fn record_phase(d: &mut Daemon, port: u16) {
+    let now = accepted_at_least(d, port, 0).await;
+    accepted_at_least(d, port, now + EVENTS_PER_PHASE * SENSORS.len()).await;
+}
+
+/// Sends `signal` (TERM or INT) and waits for a clean exit that the log explains.
+async fn stop(mut d: Daemon, signal: &str) {
+    d.signal(signal);
+    wait_until(&format!("linegate to exit after SIG{signal}"), || d.exited().is_some()).await;
+    let (status, log) = (d.exited().unwrap(), d.log());
+    assert!(status.success(), "linegate after SIG{signal}: {status}\n{log}");
+    assert!(log.contains(&format!("SIG{signal}")), "{log}");
+}
+
+/// The configuration: the store in `dir/db`, `/metrics` on `metrics_port`, one source.
+fn write_config(dir: &Path, source_keys: &str, metrics_port: u16) -> PathBuf {
     let path = dir.join("linegate.toml");
     let text = format!(
         "[gateway]\nid = \"gw-live\"\n\n[store]\npath = \"{}\"\ncommit_interval = \"50ms\"\n\n\
-         [[source]]\n{source_keys}",
+         [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\n[[source]]\n{source_keys}",
         dir.join("db").display()
     );
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn cli(args: &[&str], config: &Path) -> String {
-    let out = Command::new(BIN).args(args).arg("--config").arg(config).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{args:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
-    text
-}
-
-/// The ledger's entries (`dump ledger`).
-fn ledger(config: &Path) -> Vec<Value> {
-    cli(&["dump", "ledger"], config)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
-        .collect()
 }
 
 /// Per sensor, the seqs of its accepted events in ledger order; every event id is
@@ -148,7 +106,7 @@ fn gaps(ledger: &[Value]) -> Vec<(String, String, i64, i64)> {
 
 /// Every sensor's seqs are 1, 2, 3, ...: none skipped, none taken twice, across restarts.
 fn check_seqs(accepted: &BTreeMap<String, Vec<u64>>, min_events: usize) {
-    for sensor in ["i16", "f32-big", "f32-little", "i32-little", "index"] {
+    for sensor in SENSORS {
         let seqs = accepted.get(sensor).map(Vec::as_slice).unwrap_or_default();
         assert!(seqs.len() >= min_events, "{sensor}: {seqs:?}");
         let want: Vec<u64> = (1..=seqs.len() as u64).collect();
@@ -178,14 +136,17 @@ fn check_outage_and_audit(config: &Path, ledger: &[Value]) {
     );
 }
 
-/// Starts linegate, records, kills the server, lets the outage last a second after linegate
-/// noticed it, and starts a new server with `args`: the running daemon and the new server.
-async fn outage(config: &Path, mut server1: Child, args: &[&str]) -> (Daemon, Child) {
-    let mut daemon = Daemon::start(config);
-    daemon.wait_log("modbus connected", 1).await;
-    tokio::time::sleep(RECORD).await;
+/// Starts linegate (`/metrics` on `port`), records a phase, kills the server, lets the outage
+/// last a second after linegate noticed it, and starts a new server with `args`: the running
+/// daemon and the new server.
+async fn outage(config: &Path, port: u16, mut server1: Child, args: &[&str]) -> (Daemon, Child) {
+    let mut daemon = Daemon::start(config, &[], &[]);
+    wait_log(&mut daemon, "modbus connected", 1).await;
+    record_phase(&mut daemon, port).await;
     server1.kill();
-    daemon.wait_log("reconnecting", 1).await;
+    wait_log(&mut daemon, "reconnecting", 1).await;
+    // The outage's length, not a synchronisation: `check_outage_and_audit` then asserts a
+    // declared gap of at least half of it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     (daemon, server(args))
 }
@@ -202,27 +163,28 @@ fn tcp_keys(port: u16) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modbus_tcp_run_stores_events_declares_an_outage_and_resumes_numbering() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let (port, metrics) = (free_port(), free_port());
     let server1 = server(&["--tcp", &port.to_string()]);
-    let config = write_config(dir.path(), &tcp_keys(port));
+    let config = write_config(dir.path(), &tcp_keys(port), metrics);
     wait_answer(&source(&tcp_keys(port))).await;
 
     let port_arg = port.to_string();
-    let (mut daemon, _server2) = outage(&config, server1, &["--tcp", &port_arg]).await;
-    daemon.wait_log("modbus connected", 2).await;
-    tokio::time::sleep(RECORD).await;
-    daemon.stop("TERM").await;
+    let (mut daemon, _server2) = outage(&config, metrics, server1, &["--tcp", &port_arg]).await;
+    wait_log(&mut daemon, "modbus connected", 2).await;
+    record_phase(&mut daemon, metrics).await;
+    stop(daemon, "TERM").await;
 
     let first = ledger(&config);
     let before = accepted(&first);
     check_seqs(&before, 3);
     check_outage_and_audit(&config, &first);
 
-    // A second run on the same store goes on numbering after the first.
-    let mut daemon = Daemon::start(&config);
-    daemon.wait_log("modbus connected", 1).await;
-    tokio::time::sleep(RECORD).await;
-    daemon.stop("INT").await;
+    // A second run on the same store goes on numbering after the first (and so do its counts).
+    let mut daemon = Daemon::start(&config, &[], &[]);
+    wait_log(&mut daemon, "modbus connected", 1).await;
+    let first_total: usize = before.values().map(Vec::len).sum();
+    accepted_at_least(&mut daemon, metrics, first_total + EVENTS_PER_PHASE * SENSORS.len()).await;
+    stop(daemon, "INT").await;
     let second = ledger(&config);
     assert!(second.iter().any(|e| e["kind"] == "restart"));
     let after = accepted(&second);
@@ -249,12 +211,14 @@ async fn modbus_rtu_run_over_a_pty_declares_the_outage_of_a_killed_server() {
     let args = ["--rtu", server_end.to_str().unwrap(), "--baud", "115200"];
     let server1 = server(&args);
     wait_answer(&source(&rtu(&client_end))).await;
-    let config = write_config(dir.path(), &rtu(&client_end));
+    let metrics = free_port();
+    let config = write_config(dir.path(), &rtu(&client_end), metrics);
 
-    let (daemon, _server2) = outage(&config, server1, &args).await;
-    // The serial device is reopened after every failure; the first answer ends the outage.
-    tokio::time::sleep(RECORD * 2).await;
-    daemon.stop("TERM").await;
+    let (mut daemon, _server2) = outage(&config, metrics, server1, &args).await;
+    // The serial device is reopened after every failure (so "modbus connected" says nothing
+    // here); the first answer ends the outage, and events follow.
+    record_phase(&mut daemon, metrics).await;
+    stop(daemon, "TERM").await;
 
     let ledger = ledger(&config);
     check_seqs(&accepted(&ledger), 3);

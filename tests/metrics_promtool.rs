@@ -5,22 +5,19 @@
 //! store's fsyncs all counted — and with the broker absent. promtool comes from Debian's
 //! `prometheus` package, mosquitto from Debian's `mosquitto` (both installed by `.ci/run`).
 
-#[path = "support/promtool.rs"]
-mod promtool;
-
-#[path = "support/mqtt.rs"]
-mod mqtt;
+mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
 
 use linegate::decider::Counts;
 use linegate::event::ClockState;
 use linegate::rule::StateSize;
 use linegate::telemetry::{http, BrokerState, Metrics, OutboxKind};
-use promtool::{sample, scrape};
+use support::daemon::Daemon;
+use support::mqtt::Broker;
+use support::promtool::{self, sample, scrape_until};
+use support::{fixture, free_port};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -179,23 +176,17 @@ fn promtool_rejects_the_unconverted_openmetrics_text() {
     assert!(ok && said.trim().is_empty(), "{said}");
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_linegate");
-
-/// Any wait for the daemon gives up after this many 50 ms polls (60 s: CI machines are shared).
-const POLLS: u32 = 1200;
-
 /// A `linegate run` on the CWRU fixture trace (77 raw samples records, 42 ticks) at full speed,
 /// forwarding to a broker at `broker_port`, metrics on `metrics_port`; killed when dropped.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
+struct Run {
+    daemon: Daemon,
     metrics_port: u16,
 }
 
-impl Daemon {
-    fn start(dir: &Path, broker_port: u16) -> Daemon {
-        let metrics_port = mqtt::free_port();
-        let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/traces/cwru.jsonl");
+impl Run {
+    fn start(dir: &Path, broker_port: u16) -> Run {
+        let metrics_port = free_port();
+        let trace = fixture("fixtures/traces/cwru.jsonl");
         let text = format!(
             "[gateway]\nid = \"gw-metrics\"\n\
              [rule]\nthreshold = 0.5\nwindow = \"2m\"\ncount = 3\n\
@@ -208,39 +199,15 @@ impl Daemon {
         );
         let config = dir.join("run.toml");
         std::fs::write(&config, text).unwrap();
-        let log = dir.join("run.log");
-        let child = Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(&config)
-            .env_remove("NOTIFY_SOCKET")
-            .env("LINEGATE_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Daemon { child, log, metrics_port }
+        Run { daemon: Daemon::start(&config, &[], &[]), metrics_port }
     }
 
     /// Scrapes until `ok` holds for the body; returns that body, which must pass promtool.
     fn scrape_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        for _ in 0..POLLS {
-            if let Some(body) = scrape(self.metrics_port).filter(|b| ok(b)) {
-                let (passed, said) = promtool::check(&body);
-                assert!(passed && said.trim().is_empty(), "promtool: {said}\n--- body:\n{body}");
-                return body;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let last = scrape(self.metrics_port);
-        panic!("metrics never showed {what}; last scrape:\n{last:?}\nlog:\n{log}");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let body = scrape_until(&self.daemon, self.metrics_port, what, ok);
+        let (passed, said) = promtool::check(&body);
+        assert!(passed && said.trim().is_empty(), "promtool: {said}\n--- body:\n{body}");
+        body
     }
 }
 
@@ -260,8 +227,8 @@ fn check_store_work(body: &str) {
 #[test]
 fn a_daemon_forwarding_to_mosquitto_shows_its_session_acknowledgements_and_drained_backlog() {
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = mqtt::Broker::start(dir.path(), mqtt::free_port(), "");
-    let d = Daemon::start(dir.path(), broker.port);
+    let mut broker = Broker::start(dir.path(), free_port(), "");
+    let d = Run::start(dir.path(), broker.port);
     // The frames published, not only the retained status: a backlog gauge of 0 sampled before
     // the decide stage wrote any record must not end the wait.
     let body = d.scrape_until("every record decided and the outbox drained", |b| {
@@ -296,7 +263,7 @@ fn a_daemon_forwarding_to_mosquitto_shows_its_session_acknowledgements_and_drain
 fn a_daemon_without_its_broker_shows_no_session_and_a_backlog_that_does_not_drain() {
     let dir = tempfile::tempdir().unwrap();
     // Nobody listens there.
-    let d = Daemon::start(dir.path(), mqtt::free_port());
+    let d = Run::start(dir.path(), free_port());
     let body = d.scrape_until("every record decided and a connection attempted", |b| {
         sample(b, "linegate_records_total") == Some(119.0)
             && sample(b, "linegate_broker_connect_attempts_total").is_some_and(|n| n >= 1.0)

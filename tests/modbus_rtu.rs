@@ -2,14 +2,13 @@
 //! linegate on the other. Normal polling, garbage on the line, a line nobody answers, an adapter
 //! that is unplugged (its path disappears) and plugged back, and `probe`.
 
-#[path = "support/modbus.rs"]
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use linegate::source::modbus::probe_async;
-use support::*;
+use support::modbus::*;
+use support::{linegate, run, wait_until};
 
 fn rtu_keys(path: &Path, extra: &str) -> String {
     format!(
@@ -138,14 +137,10 @@ fn probe_command_fails_with_the_explanation() {
         rtu_keys(&dir.path().join("ttyUSB-gone"), "")
     );
     std::fs::write(&config, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_linegate"))
-        .args(["probe", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let out = run(linegate(&["probe", "--config"]).arg(&config));
+    assert!(!out.ok(), "{out:?}");
+    let stdout = &out.stdout;
     assert!(stdout.contains("source[0]: modbus-rtu"), "{stdout}");
     assert!(stdout.contains("ttyUSB-gone does not exist"), "{stdout}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 1 source(s) failed the probe"));
+    assert!(out.stderr.contains("1 of 1 source(s) failed the probe"), "{}", out.stderr);
 }

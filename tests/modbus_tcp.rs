@@ -2,11 +2,11 @@
 //! Normal polling, device exceptions, a server that never answers, a killed server that comes
 //! back, and `probe`.
 
-#[path = "support/modbus.rs"]
 mod support;
 
 use linegate::source::modbus::{probe_async, ModbusOutput};
-use support::*;
+use support::modbus::*;
+use support::{free_port, wait_until};
 
 fn tcp_keys(port: u16, extra: &str) -> String {
     format!(

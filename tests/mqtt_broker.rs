@@ -3,8 +3,7 @@
 //! record, TLS with a client certificate, a wrong password. Every assertion is on what the
 //! subscriber received and on what is left in the real store.
 
-#[path = "support/mqtt.rs"]
-mod mqtt;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -16,7 +15,8 @@ use linegate::clock::SystemClock;
 use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
 use linegate::records::outbox::{GapNotice, GapRange, OutboxRecord};
 use linegate::records::samples_codec::SamplesFrame;
-use mqtt::*;
+use support::mqtt::*;
+use support::{free_port, wait_until};
 use tokio::sync::{watch, Notify};
 
 const ROOT: &str = "lg/gw";
@@ -107,7 +107,7 @@ async fn steady_flow_delivers_every_record_as_it_was_put_in() {
     let sub = Subscriber::start(dir.path(), broker.port, ROOT, &[]);
     let store = TestStore::open(dir.path());
     let fw = spawn(config(broker.port), &store);
-    wait_until("connect", 500, || fw.stats.connects.load(Ordering::Relaxed) == 1).await;
+    wait_until("connect", || fw.stats.connects.load(Ordering::Relaxed) == 1).await;
 
     let lines = vec![samples_line("m1", "s1", 1_700_000_000_000, 3200)];
     let mut put = Vec::new();
@@ -127,8 +127,8 @@ async fn steady_flow_delivers_every_record_as_it_was_put_in() {
         r
     });
     fw.notify.notify_one();
-    wait_until("outbox drained", 1000, || store.pending() == 0).await;
-    wait_until("all delivered", 500, || received_events(&sub.messages()).len() == 60).await;
+    wait_until("outbox drained", || store.pending() == 0).await;
+    wait_until("all delivered", || received_events(&sub.messages()).len() == 60).await;
 
     let got = by_sensor(&received_events(&sub.messages()));
     for s in ["s1", "s2"] {
@@ -163,7 +163,8 @@ async fn steady_flow_delivers_every_record_as_it_was_put_in() {
     fw.stop().await;
 }
 
-/// Broker stopped for 30 s while records keep coming, then restarted.
+/// Broker stopped while records keep coming (until the forwarder, refused again and again, waits
+/// its longest backoff between attempts), then restarted.
 async fn broker_restart(persistence: bool) {
     let dir = tempfile::tempdir().unwrap();
     let extra = if persistence {
@@ -178,9 +179,10 @@ async fn broker_restart(persistence: bool) {
     let fw = spawn(config(proxy.port), &store);
     store.add(&[], |_| events(&["s1", "s2"], 1, 20));
     fw.notify.notify_one();
-    wait_until("first part delivered", 1000, || received_events(&sub.messages()).len() == 40).await;
-    wait_until("first part acknowledged", 500, || store.pending() == 0).await;
+    wait_until("first part delivered", || received_events(&sub.messages()).len() == 40).await;
+    wait_until("first part acknowledged", || store.pending() == 0).await;
 
+    let attempts_before = fw.stats.attempts.load(Ordering::Relaxed);
     broker.stop();
     proxy.open.send(false).unwrap();
     drop(sub);
@@ -197,14 +199,19 @@ async fn broker_restart(persistence: bool) {
         r
     });
     fw.notify.notify_one();
-    tokio::time::sleep(Duration::from_secs(30)).await; // the outage itself
+    // The outage lasts until the forwarder, its session lost, has tried five times more: the wait
+    // before the fifth was its longest backoff (100 ms doubling up to 1 s).
+    wait_until("five connection attempts during the outage", || {
+        fw.stats.attempts.load(Ordering::Relaxed) >= attempts_before + 5
+    })
+    .await;
     assert_eq!(store.pending(), 121, "nothing leaves the outbox while the broker is away");
 
     broker.restart();
     let sub = Subscriber::start(dir.path(), broker.port, ROOT, &[]);
     proxy.open.send(true).unwrap();
-    wait_until("backlog acknowledged", 1500, || store.pending() == 0).await;
-    wait_until("backlog delivered", 500, || {
+    wait_until("backlog acknowledged", || store.pending() == 0).await;
+    wait_until("backlog delivered", || {
         received_events(&sub.messages()).len() >= 80 && sub.on("/samples/").len() >= 40
     })
     .await;
@@ -256,11 +263,11 @@ async fn slow_broker_keeps_the_window_bounded_and_alerts_first() {
     cfg.session.inflight = 4;
     cfg.session.batch_events = 5;
     let fw = spawn(cfg, &store);
-    wait_until("some backlog delivered", 1000, || sub.on("/events/").len() >= 6).await;
+    wait_until("some backlog delivered", || sub.on("/events/").len() >= 6).await;
     store.add(&[], |_| vec![alert("m1", 1), alert("m1", 2)]);
     fw.notify.notify_one();
-    wait_until("drained", 3000, || store.pending() == 0).await;
-    wait_until("delivered", 500, || received_events(&sub.messages()).len() >= 300).await;
+    wait_until("drained", || store.pending() == 0).await;
+    wait_until("delivered", || received_events(&sub.messages()).len() >= 300).await;
     let msgs = sub.messages();
     let first_alert = msgs.iter().position(|(t, _)| t.contains("/alerts/")).unwrap();
     let events_after = msgs[first_alert..].iter().filter(|(t, _)| t.contains("/events/")).count();
@@ -297,8 +304,8 @@ async fn oversized_records_are_split_or_declared_and_never_loop() {
     let mut cfg = config(broker.port);
     cfg.session.max_packet = 8192;
     let fw = spawn(cfg, &store);
-    wait_until("drained", 1000, || store.pending() == 0).await;
-    wait_until("frames delivered", 500, || {
+    wait_until("drained", || store.pending() == 0).await;
+    wait_until("frames delivered", || {
         sub.on("/samples/")
             .iter()
             .map(|(_, p)| SamplesFrame::decode(p).unwrap().values.len())
@@ -408,8 +415,8 @@ async fn tls_with_a_client_certificate() {
     let mut cfg = config(tls_port);
     cfg.tls = Some(linegate::forward::client_config(&tls, None).unwrap());
     let fw = spawn(cfg, &store);
-    wait_until("drained over TLS", 1000, || store.pending() == 0).await;
-    wait_until("delivered", 500, || received_events(&sub.messages()).len() == 10).await;
+    wait_until("drained over TLS", || store.pending() == 0).await;
+    wait_until("delivered", || received_events(&sub.messages()).len() == 10).await;
     assert!(broker.log().contains("linegate-test"), "our client connected");
     fw.stop().await;
 
@@ -424,7 +431,7 @@ async fn tls_with_a_client_certificate() {
         .unwrap(),
     );
     let fw = spawn(cfg, &store);
-    wait_until("retries", 500, || fw.stats.attempts.load(Ordering::Relaxed) >= 2).await;
+    wait_until("retries", || fw.stats.attempts.load(Ordering::Relaxed) >= 2).await;
     assert_eq!(fw.stats.connects.load(Ordering::Relaxed), 0);
     assert_eq!(store.pending(), 1);
     fw.stop().await;
@@ -451,8 +458,7 @@ async fn wrong_password_retries_with_backoff_and_loses_nothing() {
     let mut cfg = config(broker.port);
     cfg.credentials = Some(("gw".into(), "wrong".into()));
     let fw = spawn(cfg.clone(), &store);
-    wait_until("three refused attempts", 500, || fw.stats.attempts.load(Ordering::Relaxed) >= 3)
-        .await;
+    wait_until("three refused attempts", || fw.stats.attempts.load(Ordering::Relaxed) >= 3).await;
     assert_eq!(fw.stats.connects.load(Ordering::Relaxed), 0);
     assert_eq!(store.pending(), 10, "nothing acknowledged");
     assert!(sub.on("/events/").is_empty());
@@ -462,8 +468,8 @@ async fn wrong_password_retries_with_backoff_and_loses_nothing() {
     // Restarted from the store alone with the right password: everything goes.
     cfg.credentials = Some(("gw".into(), "right".into()));
     let fw = spawn(cfg, &store);
-    wait_until("drained", 1000, || store.pending() == 0).await;
-    wait_until("delivered", 500, || received_events(&sub.messages()).len() == 10).await;
+    wait_until("drained", || store.pending() == 0).await;
+    wait_until("delivered", || received_events(&sub.messages()).len() == 10).await;
     let got = by_sensor(&received_events(&sub.messages()));
     assert!(got["s1"].iter().all(|e| e["replayed"] == true), "pending at connect: replayed");
     fw.stop().await;
@@ -482,22 +488,17 @@ fn decode_turns_a_captured_payload_into_readable_samples() {
     };
     let good = dir.path().join("frame.bin");
     std::fs::write(&good, frame.encode()).unwrap();
-    let bin = env!("CARGO_BIN_EXE_linegate");
-    let out = std::process::Command::new(bin).arg("decode").arg(&good).output().unwrap();
-    assert!(out.status.success());
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let stdout = support::run(support::linegate(&["decode"]).arg(&good)).success();
+    let lines: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["count"], 2);
     assert_eq!(lines[2]["i"], 3201);
     assert_eq!(lines[2]["t_ms"], 1_700_000_001_000.312_5);
     assert_eq!(lines[2]["v"], -0.5);
     let bad = dir.path().join("bad.bin");
     std::fs::write(&bad, b"{\"events\":[]}").unwrap();
-    let out = std::process::Command::new(bin).arg("decode").arg(&bad).output().unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr).unwrap();
+    let out = support::run(support::linegate(&["decode"]).arg(&bad));
+    assert!(!out.ok(), "{out:?}");
+    let err = &out.stderr;
     assert!(err.contains("bad.bin") && err.contains("shorter than"), "{err}");
 }

@@ -2,13 +2,15 @@
 //! the message a technician can act on and a non-zero exit code; a trace source is counted. With
 //! `--json`, one object per source on standard output.
 
-use std::process::{Command, Output};
+mod support;
 
-fn probe(config: &str) -> (Output, String) {
+use support::{linegate, run, Ran};
+
+fn probe(config: &str) -> (Ran, String) {
     probe_with(config, &[])
 }
 
-fn probe_with(config: &str, extra: &[&str]) -> (Output, String) {
+fn probe_with(config: &str, extra: &[&str]) -> (Ran, String) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.jsonl");
     std::fs::write(&trace, "{\"at\": 1, \"kind\": \"tick\"}\n{\"at\": 2, \"kind\": \"tick\"}\n")
@@ -16,14 +18,8 @@ fn probe_with(config: &str, extra: &[&str]) -> (Output, String) {
     let path = dir.path().join("probe.toml");
     let text = config.replace("TRACE", &trace.display().to_string());
     std::fs::write(&path, format!("[gateway]\nid = \"gw-1\"\n{text}")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_linegate"))
-        .args(["probe", "--seconds", "0.1", "--config"])
-        .arg(&path)
-        .args(extra)
-        .output()
-        .unwrap();
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = run(linegate(&["probe", "--seconds", "0.1", "--config"]).arg(&path).args(extra));
+    let text = format!("{}{}", out.stdout, out.stderr);
     (out, text)
 }
 
@@ -37,7 +33,7 @@ fn missing_i2c_node_says_enable_the_overlay_and_fails() {
         "[[source]]\nkind = \"i2c\"\ndevice = \"/dev/i2c-99\"\nmachine = \"m\"\nsensor = \"s\"\n\
          [[source]]\nkind = \"trace\"\npath = \"TRACE\"\n",
     );
-    assert!(!out.status.success(), "{text}");
+    assert!(!out.ok(), "{text}");
     assert!(text.contains("/dev/i2c-99 does not exist"), "{text}");
     assert!(text.contains("dtparam=i2c_arm=on"), "{text}");
     assert!(text.contains("reboot"), "{text}");
@@ -51,14 +47,14 @@ fn missing_spi_node_says_enable_spi() {
     let (out, text) = probe(
         "[[source]]\nkind = \"spi\"\ndevice = \"/dev/spidev9.9\"\nmachine = \"m\"\nsensor = \"s\"\n",
     );
-    assert!(!out.status.success(), "{text}");
+    assert!(!out.ok(), "{text}");
     assert!(text.contains("dtparam=spi=on"), "{text}");
 }
 
 #[test]
 fn a_trace_only_config_probes_clean() {
     let (out, text) = probe("[[source]]\nkind = \"trace\"\npath = \"TRACE\"\n");
-    assert!(out.status.success(), "{text}");
+    assert!(out.ok(), "{text}");
     assert!(text.contains("source[0]: trace") && text.contains("2 lines"), "{text}");
 }
 
@@ -69,8 +65,8 @@ fn json_gives_one_object_per_source_on_stdout_and_the_text_on_stderr() {
          machine = \"m\"\nsensor = \"s\"\n[[source]]\nkind = \"trace\"\npath = \"TRACE\"\n",
         &["--json"],
     );
-    assert!(!out.status.success(), "{text}");
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(!out.ok(), "{text}");
+    let stdout = &out.stdout;
     let objects: Vec<serde_json::Value> =
         stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(objects.len(), 2, "{stdout}");
@@ -82,6 +78,6 @@ fn json_gives_one_object_per_source_on_stdout_and_the_text_on_stderr() {
     let trace = &objects[1];
     assert_eq!((trace["kind"].as_str(), trace["ok"].as_bool()), (Some("trace"), Some(true)));
     assert_eq!(trace["lines"], 2, "{trace}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stderr = &out.stderr;
     assert!(stderr.starts_with("clock: ") && stderr.contains("2 lines"), "{stderr}");
 }

@@ -5,7 +5,7 @@ mod support;
 use linegate::event::{ClockEvidence, Event, Metric, Quality, Unit};
 use linegate::rule::{Engine, Params, Verdict};
 use proptest::prelude::*;
-use support::{check_revisions, final_incidents, reference, FinalIncident};
+use support::incidents::{check_revisions, final_incidents, reference, FinalIncident};
 
 const T0: i64 = 1_700_000_000_000;
 

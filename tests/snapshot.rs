@@ -2,20 +2,19 @@
 //! stopping after any line, snapshotting, restoring and going on decides exactly as a run that
 //! never stopped — same alert records, byte for byte, and the same counts.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 
 use linegate::config::Config;
 use linegate::decider::{Counts, Decider};
 use linegate::trace::parse::parse_line;
 use proptest::prelude::*;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::fixture;
 
 fn config_for(trace: &Path) -> Config {
     let own = trace.with_extension("toml");
-    let path = if own.exists() { own } else { root().join("fixtures/traces/golden.toml") };
+    let path = if own.exists() { own } else { fixture("fixtures/traces/golden.toml") };
     Config::load(&path).unwrap()
 }
 
@@ -41,7 +40,7 @@ fn lines_of(data: &[u8]) -> Vec<&[u8]> {
 #[test]
 fn restoring_after_every_line_of_every_fixture_changes_nothing() {
     let mut checked = 0;
-    for entry in std::fs::read_dir(root().join("fixtures/traces")).unwrap() {
+    for entry in std::fs::read_dir(fixture("fixtures/traces")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "jsonl") {
             continue;

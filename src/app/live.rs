@@ -422,5 +422,4 @@ impl Holes {
 }
 
 #[cfg(test)]
-#[path = "live_tests.rs"]
 mod tests;

@@ -1,105 +1,192 @@
-//! Shared test helpers: a brute-force reference of docs/contracts.md section 4, and the final incidents
-//! read back from alert records.
-#![allow(dead_code)]
+//! What the integration tests share. Every test file that needs it says `mod support;` and then
+//! `use support::...;` (never `#[path]`), so each test binary compiles the same tree:
+//!
+//! - here: the `linegate` binary ([`linegate`] builds the command, [`run`] runs it and captures
+//!   its output, [`Ran::success`] fails the test with both outputs unless it exited 0; [`cli`],
+//!   [`ledger`] and [`replay`] are the common cases), fixture paths ([`root`], [`fixture`],
+//!   [`trace`]), [`free_port`], and waiting for a condition with a deadline ([`poll`],
+//!   [`wait_for`], [`wait_until`]): tests never sleep to synchronise;
+//! - [`daemon`]: `linegate run` in the background, its log, signals and exit;
+//! - [`incidents`]: the brute-force reference of docs/contracts.md section 4;
+//! - [`modbus`], [`mqtt`], [`promtool`]: the real peers (pymodbus and socat, mosquitto and
+//!   `mosquitto_sub`, Prometheus' `promtool`) and what the tests read from them.
+//!
+//! Where unit tests in `src/` go is in docs/testing-conventions.md.
+#![allow(dead_code)] // each test binary uses a part of it
 
-use std::collections::BTreeMap;
+pub mod daemon;
+pub mod incidents;
+pub mod modbus;
+pub mod mqtt;
+pub mod promtool;
 
-use linegate::rule::alert::{AlertKind, AlertRecord};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
-/// One incident as the contract defines it; ids sorted by (ts, id).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct FinalIncident {
-    pub machine: String,
-    pub onset_ms: i64,
-    pub end_ms: Option<i64>,
-    pub evidence: Vec<String>,
-    pub also: Vec<String>,
-    /// How many further high events the incident has; `also` may list fewer (`also_max`).
-    pub also_count: u64,
+use linegate::clock::{Clock, SystemClock};
+use serde_json::Value;
+
+/// The binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_linegate");
+
+/// How long any wait for a condition may take before the test fails (CI machines are shared).
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The repository root, where the example configurations' relative paths point.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-impl FinalIncident {
-    /// As an alert record lists it: only the first `also_max` further events.
-    pub fn listing(mut self, also_max: usize) -> Self {
-        self.also.truncate(also_max);
-        self
+/// A file of the repository by its path from the root (`fixtures/expected/cwru.frames.json`).
+pub fn fixture(rel: &str) -> PathBuf {
+    root().join(rel)
+}
+
+/// A trace or configuration in `fixtures/traces`.
+pub fn trace(name: &str) -> PathBuf {
+    root().join("fixtures/traces").join(name)
+}
+
+/// A TCP port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+// ---- The binary
+
+/// `linegate ARGS`, to which the caller adds arguments, environment or directory before [`run`]
+/// (or `spawn`). It never inherits a service manager's sockets (notify, watchdog, journal).
+pub fn linegate(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    cmd.env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC").env_remove("JOURNAL_STREAM");
+    cmd
+}
+
+/// A finished command: how it ended and what it printed.
+#[derive(Debug)]
+pub struct Ran {
+    /// Its arguments, for messages.
+    pub what: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn ok(&self) -> bool {
+        self.status.success()
+    }
+
+    /// Standard output, after failing the test (with both outputs) unless it exited 0.
+    #[track_caller]
+    pub fn success(self) -> String {
+        assert!(
+            self.ok(),
+            "linegate {} failed: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.what,
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self.stdout
     }
 }
 
-/// Brute force over every breakpoint: `high` is (ts, event_id) of one machine's high events.
-pub fn reference(machine: &str, high: &[(i64, String)], w: i64, n: usize) -> Vec<FinalIncident> {
-    let mut h = high.to_vec();
-    h.sort();
-    h.dedup();
-    let c = |tau: i64| h.iter().filter(|(t, _)| tau - w < *t && *t <= tau).count() >= n;
-    let mut cuts: Vec<i64> = h.iter().flat_map(|(t, _)| [*t, *t + w]).collect();
-    cuts.sort();
-    cuts.dedup();
-    let mut out = Vec::new();
-    let mut onset: Option<i64> = None;
-    for &p in &cuts {
-        match (onset, c(p)) {
-            (None, true) => onset = Some(p),
-            (Some(o), false) => {
-                out.push(incident(machine, &h, o, p, w));
-                onset = None;
-            }
-            _ => {}
+/// Runs `cmd` to its end, capturing its output (which must be UTF-8).
+pub fn run(cmd: &mut Command) -> Ran {
+    let what: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let what = what.join(" ");
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()));
+    let text = |bytes: Vec<u8>, name: &str| {
+        String::from_utf8(bytes).unwrap_or_else(|e| panic!("linegate {what}: {name}: {e}"))
+    };
+    let (stdout, stderr) = (text(out.stdout, "stdout"), text(out.stderr, "stderr"));
+    Ran { what, status: out.status, stdout, stderr }
+}
+
+/// `linegate ARGS --config CONFIG`, which must exit 0: its standard output.
+#[track_caller]
+pub fn cli(args: &[&str], config: &Path) -> String {
+    run(linegate(args).arg("--config").arg(config)).success()
+}
+
+/// The entries of the ledger of `config`'s store (`linegate dump ledger`), in ledger order.
+pub fn ledger(config: &Path) -> Vec<Value> {
+    cli(&["dump", "ledger"], config)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["entry"].clone())
+        .collect()
+}
+
+/// The files `linegate replay` wrote.
+pub struct Replayed {
+    pub alerts: PathBuf,
+    pub summary: PathBuf,
+}
+
+impl Replayed {
+    /// The alert records, one JSON text each.
+    pub fn alert_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.alerts).unwrap().lines().map(String::from).collect()
+    }
+
+    /// The number of events it accepted (from the summary).
+    pub fn accepted(&self) -> u64 {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&self.summary).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", self.summary.display()));
+        v["accepted"].as_u64().unwrap()
+    }
+}
+
+/// `linegate replay TRACE --config CONFIG`, which must succeed; its alerts and summary are
+/// written to `dir`.
+pub fn replay(trace: &Path, config: &Path, dir: &Path) -> Replayed {
+    let r = Replayed {
+        alerts: dir.join("replay.alerts.jsonl"),
+        summary: dir.join("replay.summary.json"),
+    };
+    let mut cmd = linegate(&["replay"]);
+    cmd.arg(trace).arg("--config").arg(config);
+    cmd.arg("--out").arg(&r.alerts).arg("--summary").arg(&r.summary);
+    run(&mut cmd).success();
+    r
+}
+
+// ---- Waiting for a condition
+
+/// Calls `ready` every 20 ms until it gives a value, for at most `within`: that value, or `None`
+/// once the time is up (for callers that explain a timeout themselves).
+pub fn poll<T>(within: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let clock = SystemClock::new();
+    loop {
+        if let Some(v) = ready() {
+            return Some(v);
         }
-    }
-    assert!(onset.is_none(), "C true past the last breakpoint is impossible");
-    out
-}
-
-fn incident(machine: &str, h: &[(i64, String)], onset: i64, end: i64, w: i64) -> FinalIncident {
-    let also: Vec<String> =
-        h.iter().filter(|(t, _)| onset < *t && *t < end).map(|x| x.1.clone()).collect();
-    FinalIncident {
-        machine: machine.to_string(),
-        onset_ms: onset,
-        end_ms: Some(end),
-        evidence: h
-            .iter()
-            .filter(|(t, _)| onset - w < *t && *t <= onset)
-            .map(|x| x.1.clone())
-            .collect(),
-        also_count: also.len() as u64,
-        also,
-    }
-}
-
-/// The truth of each alert: its highest revision; superseded alerts are dropped.
-pub fn final_incidents(records: &[AlertRecord]) -> Vec<FinalIncident> {
-    let mut last: BTreeMap<&str, &AlertRecord> = BTreeMap::new();
-    for r in records {
-        let e = last.entry(&r.alert_id).or_insert(r);
-        if r.revision > e.revision {
-            *e = r;
+        if clock.monotonic_ms() > within.as_millis() as i64 {
+            return None;
         }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let mut out: Vec<FinalIncident> = last
-        .values()
-        .filter(|r| r.kind != AlertKind::Supersede)
-        .map(|r| FinalIncident {
-            machine: r.machine.clone(),
-            onset_ms: r.onset_ms,
-            end_ms: r.end_ms,
-            evidence: r.evidence.iter().map(|e| e.event_id.clone()).collect(),
-            also: r.also.clone(),
-            also_count: r.also_count,
-        })
-        .collect();
-    out.sort();
-    out
 }
 
-/// Revisions of every alert are 0, 1, 2, … in emission order, and `open` comes first.
-pub fn check_revisions(records: &[AlertRecord]) {
-    let mut next: BTreeMap<&str, u32> = BTreeMap::new();
-    for r in records {
-        let n = next.entry(&r.alert_id).or_insert(0);
-        assert_eq!(r.revision, *n, "revision order of {}", r.alert_id);
-        assert_eq!(r.kind == AlertKind::Open, r.revision == 0, "open is revision 0: {r:?}");
-        *n += 1;
+/// Waits until `ready` holds, for at most [`DEADLINE`]; fails the test naming `what`.
+#[track_caller]
+pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    if poll(DEADLINE, || ready().then_some(())).is_none() {
+        panic!("timed out ({DEADLINE:?}) waiting for {what}");
+    }
+}
+
+/// [`wait_for`] inside a test's async runtime: it sleeps without holding a worker thread.
+pub async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let clock = SystemClock::new();
+    while !ready() {
+        assert!(
+            clock.monotonic_ms() <= DEADLINE.as_millis() as i64,
+            "timed out ({DEADLINE:?}) waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -1,23 +1,19 @@
 //! Helpers for the Modbus tests: the pymodbus server (`modbus_server.py` beside this file) and
 //! socat pty pairs as child processes, readiness by polling with a deadline, and what the server
 //! serves, computed independently of linegate's decoder.
-#![allow(dead_code)]
-// Deadlines of waits for real processes are on tokio's clock, which these tests never pause.
-#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use linegate::clock::ManualClock;
+use linegate::clock::{Clock, ManualClock, SystemClock};
 use linegate::config::{Config, ModbusSource, SourceConfig};
 use linegate::source::modbus::{link, ModbusOutput, PollStats};
 use linegate::trace::SamplesRecord;
 use tokio::sync::mpsc;
 
-/// How long any wait for an external process may take before the test fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+use super::{fixture, DEADLINE};
 
 /// Event time of poll slot 0 in every test (the injected clock's wall time).
 pub const ANCHOR_MS: i64 = 1_700_000_000_000;
@@ -39,14 +35,10 @@ impl Drop for Child {
     }
 }
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Starts `modbus_server.py` with `args`.
 pub fn server(args: &[&str]) -> Child {
     let child = Command::new("python3")
-        .arg(root().join("tests/support/modbus_server.py"))
+        .arg(fixture("tests/support/modbus_server.py"))
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -70,30 +62,20 @@ pub fn socat(dir: &Path) -> (Child, PathBuf, PathBuf) {
     (Child(child), a, b)
 }
 
-/// A TCP port nobody listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Polls `ready` every 20 ms until it holds; fails the test after [`DEADLINE`].
-pub async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !ready() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Waits until the device of `source` answers a read of its first block.
+/// Waits (at most [`DEADLINE`]) until the device of `source` answers a read of its first block.
 pub async fn wait_answer(source: &ModbusSource) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let clock = SystemClock::new();
     loop {
         if let Ok(mut ctx) = link::connect(source).await {
             if let Ok(Ok(_)) = link::read_block(&mut ctx, &source.blocks[0], 500).await {
                 return;
             }
         }
-        assert!(tokio::time::Instant::now() < deadline, "{} never answered", source.endpoint());
+        assert!(
+            clock.monotonic_ms() < DEADLINE.as_millis() as i64,
+            "{} never answered",
+            source.endpoint()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -173,9 +155,10 @@ impl Polling {
         got: &mut Vec<ModbusOutput>,
         mut done: impl FnMut(&[ModbusOutput], &PollStats) -> bool,
     ) {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let clock = SystemClock::new();
         while !done(got, &self.stats) {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let spent = Duration::from_millis(clock.monotonic_ms().max(0) as u64);
+            let left = DEADLINE.saturating_sub(spent);
             match tokio::time::timeout(left.min(Duration::from_millis(100)), self.rx.recv()).await {
                 Ok(Some(item)) => got.push(item),
                 Ok(None) => panic!("the poller stopped"),
@@ -199,7 +182,7 @@ pub fn records<'a>(got: &'a [ModbusOutput], sensor: &str) -> Vec<&'a SamplesReco
 
 /// The values the server encodes, decoded the obvious way from `fixtures/traces/cwru.jsonl`.
 pub fn served_samples() -> Vec<f64> {
-    let text = std::fs::read_to_string(root().join("fixtures/traces/cwru.jsonl")).unwrap();
+    let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         if v["kind"] == "samples" {

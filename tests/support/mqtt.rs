@@ -1,9 +1,6 @@
 //! Real parts for the MQTT tests: a mosquitto broker per test (own port, own config file in a
 //! tempdir), an independent subscriber (`mosquitto_sub`, hex payloads), a TCP proxy that can hold
 //! or delay the broker's replies, and a real `Store` filled the way the pipeline fills it.
-#![allow(dead_code)]
-// Deadlines of waits for real processes are on tokio's clock, which these tests never pause.
-#![allow(clippy::disallowed_methods)]
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -11,38 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use linegate::clock::{Clock, SystemClock};
 use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream as TokioStream};
 use tokio::sync::watch;
 
-/// Polls `ok` every 20 ms, up to `tries` times; panics with `what` if it never holds.
-pub fn wait_for(what: &str, tries: u32, mut ok: impl FnMut() -> bool) {
-    for _ in 0..tries {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("timed out waiting for {what}");
-}
-
-/// The async form of [`wait_for`], for use inside the test's runtime.
-pub async fn wait_until(what: &str, tries: u32, mut ok: impl FnMut() -> bool) {
-    for _ in 0..tries {
-        if ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use super::{free_port, poll, wait_for, DEADLINE};
 
 /// A mosquitto process with its config file.
 pub struct Broker {
@@ -81,7 +53,7 @@ impl Broker {
             .expect("mosquitto must be installed (.ci/run installs it)");
         self.child = Some(child);
         let port = self.port;
-        wait_for("mosquitto to listen", 500, || TcpStream::connect(("127.0.0.1", port)).is_ok());
+        wait_for("mosquitto to listen", || TcpStream::connect(("127.0.0.1", port)).is_ok());
     }
 
     /// Stops the broker (SIGTERM) and waits for it to exit.
@@ -119,8 +91,8 @@ pub struct Subscriber {
 }
 
 impl Subscriber {
-    /// Starts and waits (up to 60 s: CI machines are shared) until it receives a probe published
-    /// on `{root}/probe`. A `mosquitto_sub` that exited (a refused first connection) is started
+    /// Starts and waits (at most [`DEADLINE`]) until it receives a probe published on
+    /// `{root}/probe`. A `mosquitto_sub` that exited (a refused first connection) is started
     /// again. `args` go to both `mosquitto_sub` and the probe's `mosquitto_pub`.
     pub fn start(dir: &Path, port: u16, root: &str, args: &[&str]) -> Subscriber {
         Self::start_with(dir, port, root, &[], args)
@@ -140,8 +112,7 @@ impl Subscriber {
         let child = Self::spawn(&out, port, root, &[own.as_slice(), &args].concat());
         let mut s = Subscriber { out, child, port, own, args };
         let probe = format!("{root}/probe");
-        let clock = SystemClock::new();
-        loop {
+        let received = poll(DEADLINE, || {
             if let Ok(Some(_)) = s.child.try_wait() {
                 s.child = Self::spawn(&s.out, port, root, &[s.own.as_slice(), &s.args].concat());
             }
@@ -150,15 +121,10 @@ impl Subscriber {
                 .args(["-m", "probe"])
                 .args(&s.args)
                 .status();
-            if s.messages().iter().any(|(t, _)| *t == probe) {
-                return s;
-            }
-            assert!(
-                clock.monotonic_ms() < 60_000,
-                "timed out waiting for the subscriber to receive a probe"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            s.messages().iter().any(|(t, _)| *t == probe).then_some(())
+        });
+        assert!(received.is_some(), "timed out waiting for the subscriber to receive a probe");
+        s
     }
 
     /// `mosquitto_sub` on `{root}/#` at QoS 1, appending `topic hex-payload` lines to `out`.
@@ -244,6 +210,8 @@ impl Proxy {
     }
 }
 
+// The delay is paced by tokio's clock, which these tests never pause.
+#[allow(clippy::disallowed_methods)]
 async fn pipe(
     client: TokioStream,
     upstream: u16,

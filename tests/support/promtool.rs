@@ -1,10 +1,12 @@
 //! `promtool check metrics` (Prometheus' own parser and linter) on a text body, and reading a
 //! running daemon's `/metrics`.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
+
+use super::daemon::Daemon;
+use super::{poll, DEADLINE};
 
 /// promtool's verdict on `text`: (success, everything it printed).
 pub fn check(text: &str) -> (bool, String) {
@@ -34,6 +36,15 @@ pub fn scrape(port: u16) -> Option<String> {
     s.read_to_string(&mut raw).ok()?;
     let (head, body) = raw.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// Scrapes `port` until `ok` holds for the body (for at most [`DEADLINE`]); that body. Fails the
+/// test with the last scrape and `d`'s log.
+#[track_caller]
+pub fn scrape_until(d: &Daemon, port: u16, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    poll(DEADLINE, || scrape(port).filter(|b| ok(b))).unwrap_or_else(|| {
+        panic!("metrics never showed {what}; last scrape:\n{:?}\nlog:\n{}", scrape(port), d.log())
+    })
 }
 
 /// The value of the sample line `name` (with its labels, exactly) in `text`.

@@ -21,8 +21,6 @@
 
 mod interface;
 pub mod registers;
-#[cfg(test)]
-mod tests;
 
 pub use interface::{
     I2cAddress, I2cInterface, RegisterAccess, SpiInterface, FIFO_POP_GAP_NS, I2C_MAX_RATE, SPI_MODE,
@@ -200,3 +198,6 @@ impl<IFACE: RegisterAccess> Adxl345<IFACE> {
         self.iface.write_reg(reg, value).map_err(Error::Bus)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -30,8 +30,6 @@ mod fields;
 mod non_finite;
 mod reader;
 mod shape;
-#[cfg(test)]
-mod tests;
 mod value;
 
 // Shared with the trace-line parser (`crate::trace::parse`).
@@ -200,3 +198,6 @@ pub(crate) fn validate_event_json(top: &Top<'_, EVENT_SLOTS>) -> Result<Event, R
 fn unknown_schema(found: &str) -> Rejection {
     Rejection::new(Reason::UnknownSchema, format!("schema {found} is not supported (known: 1, 2)"))
 }
+
+#[cfg(test)]
+mod tests;

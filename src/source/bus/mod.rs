@@ -33,8 +33,6 @@
 
 mod open;
 mod run;
-#[cfg(test)]
-mod tests;
 
 pub use open::{open_i2c, open_spi, BusKind, BusProblem, Problem};
 pub use run::{run, spawn, LoopEnd};
@@ -307,3 +305,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

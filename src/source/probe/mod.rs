@@ -19,8 +19,6 @@ use crate::source::bus::{self, BusOutput, BusProblem, BusReader, BusStats};
 use crate::source::clock_quality::{describe, read_adjtimex, Adjtimex};
 
 pub mod report;
-#[cfg(test)]
-mod tests;
 
 pub use report::SourceReport;
 
@@ -227,3 +225,6 @@ pub fn summarize(outputs: &[BusOutput], stats: BusStats) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,9 +32,6 @@
 //! - A reading whose monotonic time is earlier than the previous one is refused with an error and
 //!   changes nothing.
 
-#[cfg(test)]
-mod tests;
-
 use serde::{Deserialize, Serialize};
 
 use crate::event::{ClockEvidence, ClockState};
@@ -285,3 +282,6 @@ fn us_to_ms(us: i64) -> u32 {
     let ms = (us.max(0) as u64).div_ceil(1000);
     u32::try_from(ms).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests;
