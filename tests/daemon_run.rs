@@ -60,26 +60,17 @@ allowed_lateness = "{lateness}"
 idle_timeout = "30s"
 max_future = "5s"
 
-[store]
-path = "{store}"
-max_bytes = "{max_bytes}"
-commit_records = 20
-commit_interval = "20ms"
-
-[metrics]
-listen = "127.0.0.1:{port}"
-
-[[source]]
-kind = "trace"
-path = "{trace}"
-speed = {speed:?}
 "#,
             lateness = self.allowed_lateness,
-            store = dir.join("db").display(),
-            max_bytes = self.max_bytes,
-            port = self.port,
-            trace = self.trace.display(),
-            speed = self.speed,
+        ) + &support::trace_daemon_sections(
+            &dir.join("db"),
+            &format!(
+                "max_bytes = \"{}\"\ncommit_records = 20\ncommit_interval = \"20ms\"\n",
+                self.max_bytes
+            ),
+            self.port,
+            &self.trace,
+            self.speed,
         );
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();

@@ -19,6 +19,7 @@ pub mod incidents;
 pub mod modbus;
 pub mod mqtt;
 pub mod promtool;
+pub mod rehearsal;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -51,6 +52,33 @@ pub fn trace(name: &str) -> PathBuf {
 /// A TCP port nobody listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The sections a trace-fed daemon's configuration ends with: `[store]` at `store` (with `extra`
+/// store keys), `[metrics]` on loopback `port`, and one trace source reading `trace` at `speed`.
+pub fn trace_daemon_sections(
+    store: &Path,
+    extra: &str,
+    port: u16,
+    trace: &Path,
+    speed: f64,
+) -> String {
+    format!(
+        r#"
+[store]
+path = "{store}"
+{extra}
+[metrics]
+listen = "127.0.0.1:{port}"
+
+[[source]]
+kind = "trace"
+path = "{trace}"
+speed = {speed:?}
+"#,
+        store = store.display(),
+        trace = trace.display(),
+    )
 }
 
 // ---- The binary

@@ -1,0 +1,168 @@
+//! The failure rehearsals' stage (tests/rehearsals.rs): a trace and a configuration in a
+//! directory of their own, the real daemon run over it while a scraper records `/metrics`, and
+//! the check that the outcome equals what `linegate replay` decides on the same input.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::daemon::Daemon;
+use super::promtool::{sample, scrape};
+use super::{cli, fixture, free_port, ledger, poll, replay, trace_daemon_sections, DEADLINE};
+
+/// 2023-11-14T22:13:20Z: the traces' time origin.
+pub const T0: i64 = 1_700_000_000_000;
+
+/// A rehearsal's directory: its trace, its configuration and the store.
+pub struct Stage {
+    pub dir: tempfile::TempDir,
+    pub trace: PathBuf,
+    pub config: PathBuf,
+    pub port: u16,
+    /// Trace lines written.
+    pub lines: usize,
+}
+
+impl Stage {
+    /// Writes `lines` as the trace and a configuration reading it at `speed` (0: as fast as the
+    /// pipeline takes it): the golden traces' rule, with `rule` added to its `[rule]` section.
+    pub fn new(lines: &[String], speed: f64, rule: &str) -> Stage {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("input.jsonl");
+        std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
+        let port = free_port();
+        let config = dir.path().join("gateway.toml");
+        // The golden traces' rule and time (fixtures/traces/golden.toml), then this stage's own.
+        let golden = std::fs::read_to_string(fixture("fixtures/traces/golden.toml")).unwrap();
+        let golden = golden.replace("count = 3\n", &format!("count = 3\n{rule}\n"));
+        let store = dir.path().join("db");
+        let extra = "commit_records = 50\ncommit_interval = \"20ms\"\n";
+        let text = golden + &trace_daemon_sections(&store, extra, port, &trace, speed);
+        std::fs::write(&config, text).unwrap();
+        Stage { dir, trace, config, port, lines: lines.len() }
+    }
+
+    /// Runs the daemon (`--forward local-ack`) over the whole trace while a scraper records
+    /// `/metrics`; stops it with SIGTERM once every line is decided. The scrapes, in order.
+    pub fn run(&self) -> Vec<String> {
+        let mut d = Daemon::start(&self.config, &["--forward", "local-ack"], &[]);
+        let scraper = Scraper::start(self.port);
+        let all = self.lines as f64;
+        let done = poll(DEADLINE, || {
+            scrape(self.port).filter(|b| sample(b, "linegate_records_total") == Some(all))
+        });
+        let mut scrapes = scraper.stop();
+        let last = done.unwrap_or_else(|| {
+            panic!("not every line was decided; last scrape {:?}\n{}", scrapes.last(), d.log())
+        });
+        scrapes.push(last);
+        d.signal("TERM");
+        d.wait_success(DEADLINE);
+        scrapes
+    }
+
+    /// After the run: `reconcile` passes, and the accepted events and archived alert records are
+    /// exactly those `linegate replay` decides on the trace. The replayed alert records and
+    /// summary.
+    pub fn check_against_replay(&self) -> (Vec<Value>, Value) {
+        let report = cli(&["reconcile"], &self.config);
+        assert!(report.contains("reconcile: ok"), "{report}");
+        let want = replay(&self.trace, &self.config, self.dir.path());
+        let accepted: Vec<String> = ledger(&self.config)
+            .iter()
+            .filter(|e| e["kind"] == "accepted")
+            .map(|e| e["event_id"].as_str().unwrap().to_owned())
+            .collect();
+        let unique: BTreeSet<&String> = accepted.iter().collect();
+        assert_eq!(unique.len(), accepted.len(), "an event was accepted twice");
+        assert_eq!(accepted.len() as u64, want.accepted(), "accepted events differ from replay");
+        let archived: BTreeSet<String> =
+            cli(&["dump", "alerts"], &self.config).lines().map(String::from).collect();
+        let lines = want.alert_lines();
+        assert_eq!(archived, lines.iter().cloned().collect(), "alert records differ from replay");
+        let summary = std::fs::read_to_string(&want.summary).unwrap();
+        let alerts = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (alerts, serde_json::from_str(&summary).unwrap())
+    }
+}
+
+/// Scrapes `/metrics` every 20 ms on a thread of its own until stopped.
+struct Scraper {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<String>>,
+}
+
+impl Scraper {
+    fn start(port: u16) -> Scraper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut bodies = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                bodies.extend(scrape(port));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            bodies
+        });
+        Scraper { stop, thread }
+    }
+
+    fn stop(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The value of `name` in every scrape that has it.
+pub fn series(scrapes: &[String], name: &str) -> Vec<f64> {
+    scrapes.iter().filter_map(|b| sample(b, name)).collect()
+}
+
+/// A counter's last value, after checking that it never went down from one scrape to the next.
+#[track_caller]
+pub fn counter(scrapes: &[String], name: &str) -> f64 {
+    let values = series(scrapes, name);
+    assert!(values.windows(2).all(|w| w[0] <= w[1]), "{name} went down: {values:?}");
+    last(scrapes, name)
+}
+
+/// The value of `name` in the last scrape (0 when absent).
+pub fn last(scrapes: &[String], name: &str) -> f64 {
+    scrapes.last().and_then(|b| sample(b, name)).unwrap_or(0.0)
+}
+
+/// One `event` trace line: ingest time `at`, event time `ts` (ms after [`T0`]).
+pub fn event(at: i64, ts: i64, machine: &str, sensor: &str, seq: u64, value: f64) -> Value {
+    json!({"at": T0 + at, "kind": "event", "event": {
+        "event_id": format!("{machine}.{sensor}.{seq}"), "machine": machine, "sensor": sensor,
+        "seq": seq, "ts_ms": T0 + ts, "clock": {"state": "synced", "err_ms": 2},
+        "metric": "accel_rms", "value": value, "unit": "g", "schema": 1, "quality": "good"}})
+}
+
+/// A steady sensor: one event a second from `from_s` to `to_s` (exclusive), arriving 200 ms
+/// after its time, with `value(second)`.
+pub fn steady(
+    machine: &str,
+    sensor: &str,
+    from_s: i64,
+    to_s: i64,
+    value: impl Fn(i64) -> f64,
+) -> Vec<(i64, Value)> {
+    (from_s..to_s)
+        .map(|s| {
+            let ts = s * 1000;
+            (ts + 200, event(ts + 200, ts, machine, sensor, (s + 1) as u64, value(s)))
+        })
+        .collect()
+}
+
+/// Lines in arrival order (stable for equal arrival times), as text.
+pub fn in_arrival_order(mut lines: Vec<(i64, Value)>) -> Vec<String> {
+    lines.sort_by_key(|(at, _)| *at);
+    lines.into_iter().map(|(_, v)| v.to_string()).collect()
+}
