@@ -6,16 +6,31 @@
 //!
 //! The failures that arrive with the input (a hot partition, a schema change, poison events, a
 //! clock jump, a reconnect burst, duplicated delivery) are fed through a trace source, with the
-//! outbox acknowledged in-process: the sink plays no part in them.
+//! outbox acknowledged in-process: the sink plays no part in them. The sink's failures (a slow
+//! sink, an alert-service outage) forward to a real mosquitto through a TCP proxy that delays or
+//! cuts the connection, with `mosquitto_sub` as the independent subscriber.
 
 mod support;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
 use serde_json::{json, Value};
-use support::cli;
+use support::mqtt::{received_events, Broker, Proxy, Subscriber};
+use support::promtool::sample;
 use support::rehearsal::{counter, event, in_arrival_order, last, series, steady, Stage, T0};
+use support::{cli, free_port};
+
+/// The topic root of the rehearsal gateway's MQTT records.
+const ROOT: &str = "lg/gw-test";
 
 const HIGH: f64 = 0.8;
 const LOW: f64 = 0.1;
+
+/// A sensor's value at second `s`: high from `from` to `to` (exclusive), low otherwise.
+fn highs(from: i64, to: i64) -> impl Fn(i64) -> f64 {
+    move |s| if (from..to).contains(&s) { HIGH } else { LOW }
+}
 
 /// One machine above threshold for an hour on four sensors (14 400 high events, one incident):
 /// the rule state stays under a bound set by the window and the allowed lateness, not by the
@@ -99,8 +114,7 @@ fn schema_change() {
 /// by reason while the pipeline goes on; nothing else is lost.
 #[test]
 fn poison_event() {
-    let mut lines =
-        steady("press-1", "s1", 0, 600, |s| if (200..205).contains(&s) { HIGH } else { LOW });
+    let mut lines = steady("press-1", "s1", 0, 600, highs(200, 205));
     let mut bad = |at_s: i64, text: String| lines.push((at_s * 1000 + 500, Value::String(text)));
     let good = |seq: u64| event(0, 0, "press-1", "s9", seq, 0.2);
     let with = |seq: u64, f: &dyn Fn(&mut Value)| {
@@ -151,9 +165,7 @@ fn poison_event() {
 #[test]
 fn clock_jump() {
     let mut lines = Vec::new();
-    for (at, mut e) in
-        steady("press-1", "s1", 0, 600, |s| if (300..303).contains(&s) { HIGH } else { LOW })
-    {
+    for (at, mut e) in steady("press-1", "s1", 0, 600, highs(300, 303)) {
         let s = (at - 200) / 1000;
         if (200..210).contains(&s) {
             e["event"]["ts_ms"] = json!(T0 + s * 1000 + 3_600_000);
@@ -181,9 +193,7 @@ fn clock_jump() {
 #[test]
 fn reconnect_burst() {
     let mut lines = steady("press-1", "s1", 0, 1500, |_| LOW);
-    for (at, e) in
-        steady("mill-2", "s1", 0, 1500, |s| if (700..703).contains(&s) { HIGH } else { LOW })
-    {
+    for (at, e) in steady("mill-2", "s1", 0, 1500, highs(700, 703)) {
         let s = (at - 200) / 1000;
         let at = if (200..1100).contains(&s) { 1_100_000 + s } else { at };
         let mut e = e;
@@ -215,13 +225,7 @@ fn reconnect_burst() {
 fn duplicated_delivery() {
     let mut lines = Vec::new();
     for s in ["s1", "s2"] {
-        lines.extend(steady("press-1", s, 0, 300, |s| {
-            if (100..103).contains(&s) {
-                HIGH
-            } else {
-                LOW
-            }
-        }));
+        lines.extend(steady("press-1", s, 0, 300, highs(100, 103)));
     }
     let once = in_arrival_order(lines.clone());
     let twice: Vec<(i64, Value)> = lines.into_iter().flat_map(|l| [l.clone(), l]).collect();
@@ -245,4 +249,140 @@ fn duplicated_delivery() {
             (serde_json::from_str(g).unwrap(), serde_json::from_str(w).unwrap());
         assert_eq!(g, w, "a duplicate changed an alert record");
     }
+}
+
+/// The sum of `linegate_outbox_records` over its kinds in one scrape.
+fn queued(body: &str) -> f64 {
+    ["alert", "event", "samples", "gap"]
+        .iter()
+        .filter_map(|k| sample(body, &format!("linegate_outbox_records{{kind=\"{k}\"}}")))
+        .sum()
+}
+
+/// Event IDs received, each with the `replayed` flag of every copy.
+type Flags = BTreeMap<String, Vec<bool>>;
+
+/// What the subscribers got: event IDs (with their `replayed` flags) and alert record keys.
+fn received(subs: &[&Subscriber]) -> (Flags, BTreeSet<(String, u64)>) {
+    let msgs: Vec<(String, Vec<u8>)> = subs.iter().flat_map(|s| s.messages()).collect();
+    let mut events: Flags = BTreeMap::new();
+    for (_, e) in received_events(&msgs) {
+        let id = e["event_id"].as_str().unwrap().to_owned();
+        events.entry(id).or_default().push(e["replayed"] == true);
+    }
+    let alerts = msgs
+        .iter()
+        .filter(|(t, _)| t.contains("/alerts/"))
+        .map(|(_, p)| serde_json::from_slice::<Value>(p).unwrap())
+        .map(|a| (a["alert_id"].as_str().unwrap().to_owned(), a["revision"].as_u64().unwrap()))
+        .collect();
+    (events, alerts)
+}
+
+/// Every accepted event and every alert record of the run reached the subscribers.
+#[track_caller]
+fn check_delivered(stage: &Stage, subs: &[&Subscriber], alerts: &[Value]) -> Flags {
+    let accepted: BTreeSet<String> = support::ledger(&stage.config)
+        .iter()
+        .filter(|e| e["kind"] == "accepted")
+        .map(|e| e["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    let want: BTreeSet<(String, u64)> = alerts
+        .iter()
+        .map(|a| (a["alert_id"].as_str().unwrap().to_owned(), a["revision"].as_u64().unwrap()))
+        .collect();
+    let complete = || {
+        let (events, got) = received(subs);
+        accepted.iter().all(|id| events.contains_key(id)) && want.is_subset(&got)
+    };
+    if support::poll(support::DEADLINE, || complete().then_some(())).is_none() {
+        let (events, got) = received(subs);
+        let missing = accepted.iter().filter(|id| !events.contains_key(*id)).count();
+        panic!("{missing} of {} events missing; alerts {got:?} of {want:?}", accepted.len());
+    }
+    received(subs).0
+}
+
+/// A broker that answers every packet 500 ms late, with at most two PUBLISHes (and 4 KiB) in
+/// flight, about 60 events a second: the decisions go on at full pace while the outbox buffers
+/// what the sink has not taken, the window stays at its bound, and everything drains once the
+/// input stops.
+#[test]
+fn slow_sink() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), free_port(), "");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let proxy = rt.block_on(Proxy::start(broker.port, Duration::from_millis(500)));
+    let sub = Subscriber::start(dir.path(), broker.port, ROOT, &[]);
+    let mut lines = Vec::new();
+    for s in ["s1", "s2", "s3", "s4"] {
+        lines.extend(steady("press-1", s, 0, 150, highs(100, 103)));
+    }
+    let stage = Stage::with_broker(
+        &in_arrival_order(lines),
+        0.0,
+        proxy.port,
+        "inflight = 2\ninflight_bytes = 4096",
+    );
+    let running = stage.start(&[]);
+    // Every line decided while the outbox still holds most of them (it drains in about 10 s).
+    running.wait("every line decided, the outbox still buffering", |b| {
+        stage.all_decided(b) && queued(b) > 0.0
+    });
+    running.wait("the outbox drained", |b| queued(b) == 0.0);
+    let scrapes = running.stop();
+
+    let in_flight = series(&scrapes, "linegate_broker_in_flight_publishes");
+    assert!(in_flight.iter().all(|&n| n <= 2.0), "window exceeded: {in_flight:?}");
+    assert!(in_flight.contains(&2.0), "the window never filled: {in_flight:?}");
+    let (alerts, _) = stage.check_against_replay();
+    let events = check_delivered(&stage, &[&sub], &alerts);
+    assert_eq!(events.len(), 600);
+}
+
+/// The broker (the alert service) goes away mid-run and comes back: the outbox and the replay
+/// backlog grow while it is away, the decisions go on, and once it is back the backlog drains to
+/// zero, its events flagged `"replayed": true`, every alert record delivered.
+#[test]
+fn alert_service_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), free_port(), "persistence false");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let proxy = rt.block_on(Proxy::start(broker.port, Duration::ZERO));
+    let sub = Subscriber::start(dir.path(), broker.port, ROOT, &[]);
+    let mut lines = Vec::new();
+    for s in ["s1", "s2"] {
+        lines.extend(steady("press-1", s, 0, 600, highs(300, 303)));
+    }
+    let stage = Stage::with_broker(&in_arrival_order(lines), 100.0, proxy.port, "");
+    let running = stage.start(&[]);
+    let records = |b: &str| sample(b, "linegate_records_total").unwrap_or(0.0);
+    running.wait("a quarter decided, the broker connected", |b| {
+        records(b) >= 300.0 && sample(b, "linegate_broker_connected") == Some(1.0)
+    });
+    broker.stop();
+    proxy.open.send(false).unwrap();
+    let away = running.wait("the session lost and a backlog queued", |b| {
+        sample(b, "linegate_broker_connected") == Some(0.0) && queued(b) > 0.0
+    });
+    running.wait("three quarters decided", |b| records(b) >= 900.0);
+    broker.restart();
+    let after = Subscriber::start(dir.path(), broker.port, ROOT, &[]);
+    proxy.open.send(true).unwrap();
+    running.wait("the backlog drained", |b| {
+        stage.all_decided(b)
+            && queued(b) == 0.0
+            && sample(b, "linegate_broker_connected") == Some(1.0)
+    });
+    let scrapes = running.stop();
+
+    let backlog = series(&scrapes, "linegate_replay_backlog_records");
+    assert!(backlog.iter().any(|&n| n > 0.0), "no replay backlog: {backlog:?}");
+    assert_eq!(last(&scrapes, "linegate_replay_backlog_records"), 0.0);
+    assert!(counter(&scrapes, "linegate_broker_disconnects_total") >= 1.0);
+    let (alerts, _) = stage.check_against_replay();
+    let events = check_delivered(&stage, &[&sub, &after], &alerts);
+    let before = records(&away) as usize;
+    let replayed = events.values().filter(|flags| flags.contains(&true)).count();
+    assert!(replayed > 0 && replayed < 1200 - before / 2, "{replayed} replayed of 1200");
 }

@@ -32,6 +32,18 @@ impl Stage {
     /// Writes `lines` as the trace and a configuration reading it at `speed` (0: as fast as the
     /// pipeline takes it): the golden traces' rule, with `rule` added to its `[rule]` section.
     pub fn new(lines: &[String], speed: f64, rule: &str) -> Stage {
+        Stage::with_sections(lines, speed, rule, "")
+    }
+
+    /// [`Stage::new`] forwarding to the MQTT broker on loopback `port` (prefix `lg`, so topics are
+    /// under `lg/gw-test/`), with `mqtt` keys added to its `[mqtt]` section.
+    pub fn with_broker(lines: &[String], speed: f64, port: u16, mqtt: &str) -> Stage {
+        let section =
+            format!("\n[mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nprefix = \"lg\"\n{mqtt}\n");
+        Stage::with_sections(lines, speed, "", &section)
+    }
+
+    fn with_sections(lines: &[String], speed: f64, rule: &str, sections: &str) -> Stage {
         let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("input.jsonl");
         std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
@@ -42,7 +54,7 @@ impl Stage {
         let golden = golden.replace("count = 3\n", &format!("count = 3\n{rule}\n"));
         let store = dir.path().join("db");
         let extra = "commit_records = 50\ncommit_interval = \"20ms\"\n";
-        let text = golden + &trace_daemon_sections(&store, extra, port, &trace, speed);
+        let text = golden + &trace_daemon_sections(&store, extra, port, &trace, speed) + sections;
         std::fs::write(&config, text).unwrap();
         Stage { dir, trace, config, port, lines: lines.len() }
     }
@@ -50,20 +62,20 @@ impl Stage {
     /// Runs the daemon (`--forward local-ack`) over the whole trace while a scraper records
     /// `/metrics`; stops it with SIGTERM once every line is decided. The scrapes, in order.
     pub fn run(&self) -> Vec<String> {
-        let mut d = Daemon::start(&self.config, &["--forward", "local-ack"], &[]);
-        let scraper = Scraper::start(self.port);
-        let all = self.lines as f64;
-        let done = poll(DEADLINE, || {
-            scrape(self.port).filter(|b| sample(b, "linegate_records_total") == Some(all))
-        });
-        let mut scrapes = scraper.stop();
-        let last = done.unwrap_or_else(|| {
-            panic!("not every line was decided; last scrape {:?}\n{}", scrapes.last(), d.log())
-        });
-        scrapes.push(last);
-        d.signal("TERM");
-        d.wait_success(DEADLINE);
-        scrapes
+        let running = self.start(&["--forward", "local-ack"]);
+        running.wait("every line decided", |b| self.all_decided(b));
+        running.stop()
+    }
+
+    /// Starts the daemon with `args` and a scraper of its `/metrics`.
+    pub fn start(&self, args: &[&str]) -> Running {
+        let daemon = Daemon::start(&self.config, args, &[]);
+        Running { scraper: Scraper::start(self.port), daemon, port: self.port }
+    }
+
+    /// Whether a scrape shows every line of the trace decided.
+    pub fn all_decided(&self, body: &str) -> bool {
+        sample(body, "linegate_records_total") == Some(self.lines as f64)
     }
 
     /// After the run: `reconcile` passes, and the accepted events and archived alert records are
@@ -88,6 +100,34 @@ impl Stage {
         let summary = std::fs::read_to_string(&want.summary).unwrap();
         let alerts = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
         (alerts, serde_json::from_str(&summary).unwrap())
+    }
+}
+
+/// A daemon at work and the scraper of its `/metrics`.
+pub struct Running {
+    pub daemon: Daemon,
+    scraper: Scraper,
+    port: u16,
+}
+
+impl Running {
+    /// Waits until a scrape satisfies `ok` (failing the test with the daemon's log after
+    /// [`DEADLINE`]): that scrape.
+    #[track_caller]
+    pub fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        poll(DEADLINE, || scrape(self.port).filter(|b| ok(b))).unwrap_or_else(|| {
+            panic!("metrics never showed {what}: {:?}\n{}", scrape(self.port), self.daemon.log())
+        })
+    }
+
+    /// Stops the scraper, scrapes once more, then stops the daemon (SIGTERM, which must end it
+    /// with exit 0): the scrapes, the last one taken after every wait.
+    pub fn stop(mut self) -> Vec<String> {
+        let mut scrapes = self.scraper.stop();
+        scrapes.extend(scrape(self.port));
+        self.daemon.signal("TERM");
+        self.daemon.wait_success(DEADLINE);
+        scrapes
     }
 }
 
