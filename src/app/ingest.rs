@@ -202,6 +202,14 @@ pub(super) async fn journal(
         // A fresh clock: its monotonic reading is the time since this line.
         let clock = SystemClock::new();
         let range = s.append_journal_from(&lines)?;
+        // The journal stage's span: which positions this group commit made durable.
+        let _span = tracing::debug_span!(
+            "journal",
+            journal_from = range.start,
+            journal_to = range.end.saturating_sub(1),
+            lines = lines.len()
+        )
+        .entered();
         // Committed under the shared lock: the forwarder reads meanwhile; writers wait.
         let s = RwLockWriteGuard::downgrade(s);
         s.commit()?;
