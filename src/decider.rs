@@ -55,8 +55,18 @@ pub struct Counts {
 /// [`Decider::line`] or [`Decider::take_rejected_derived`]). `derived`: cut from raw samples.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Accepted { event: Event, how: Acceptance, derived: bool },
-    Duplicate { event_id: String, derived: bool },
+    /// `counted`: applied and counting for the rule (a member of an incident when it lies in
+    /// one).
+    Accepted {
+        event: Event,
+        how: Acceptance,
+        derived: bool,
+        counted: bool,
+    },
+    Duplicate {
+        event_id: String,
+        derived: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -283,7 +293,8 @@ impl Decider {
             Verdict::Rejected(why) => return Err(why),
         };
         if let Some(out) = self.outcomes.as_mut() {
-            out.push(Outcome::Accepted { event: ev.clone(), how, derived });
+            let counted = how != Acceptance::TooLate && self.engine.counts(ev);
+            out.push(Outcome::Accepted { event: ev.clone(), how, derived, counted });
         }
         Ok(())
     }

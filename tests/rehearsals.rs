@@ -71,6 +71,20 @@ fn hot_partition() {
         "close record of {} bytes",
         close.to_string().len()
     );
+
+    // The whole membership stays in the ledger: `explain` pages it, `also` is its start.
+    let id = close["alert_id"].as_str().unwrap();
+    let page = |p: &str| -> Value {
+        let text = cli(&["explain", id, "--json", "--members", p], &stage.config);
+        serde_json::from_str::<Value>(&text).unwrap()["members"].clone()
+    };
+    let (first, tail) = (page("0"), page("14"));
+    assert_eq!(first["total"], 14_396);
+    assert_eq!(
+        first["event_ids"].as_array().unwrap()[..100],
+        close["also"].as_array().unwrap()[..]
+    );
+    assert_eq!(tail["event_ids"].as_array().unwrap().len(), 396, "14 000 .. 14 396");
 }
 
 /// An upstream node moves from schema 1 to schema 2 (per-axis values) halfway, and another,

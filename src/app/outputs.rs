@@ -123,7 +123,7 @@ impl Pending {
 
     fn outcome(&mut self, outcome: Outcome, at: i64, rec: &JournalRecord) {
         match outcome {
-            Outcome::Accepted { event, how, derived } => {
+            Outcome::Accepted { event, how, derived, counted } => {
                 if derived {
                     tracing::trace!(event_id = %event.event_id, "derived event accepted");
                 } else {
@@ -143,6 +143,7 @@ impl Pending {
                         how,
                         journal_pos: rec.pos,
                         outbox_seq: self.outbox.len() as u64,
+                        counted,
                     },
                 ));
                 self.outbox.push(OutboxRecord::Event { machine, sensor, seq, event_id, json });

@@ -80,6 +80,10 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Also list the incident's further high events from the ledger (the whole membership
+        /// that `also` cuts at `also_max`), this page of them: 1000 event IDs a page, from 0.
+        #[arg(long, value_name = "PAGE")]
+        members: Option<usize>,
     },
     /// Prove from the ledger that nothing accepted was lost; non-zero exit when something is
     /// unaccounted for.
@@ -147,9 +151,9 @@ pub(crate) fn main() -> ExitCode {
             None => Err("quarantine needs --config FILE".into()),
             Some(c) => audit(&c, |store| action.run(store)),
         },
-        Command::Explain { alert_id, config, json } => {
-            audit(&config, |store| linegate::app::audit::explain::explain(store, &alert_id, json))
-        }
+        Command::Explain { alert_id, config, json, members } => audit(&config, |store| {
+            linegate::app::audit::explain::explain(store, &alert_id, json, members)
+        }),
         Command::Reconcile { config, json } => reconcile(&config, json),
         Command::Inspect { config, json } => {
             audit(&config, |store| linegate::app::audit::inspect::inspect(store, json))

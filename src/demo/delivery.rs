@@ -72,6 +72,7 @@ mod tests {
             how: Acceptance::Applied,
             journal_pos: 1,
             outbox_seq: 1,
+            counted: false,
         };
         (1, LedgerRecord::new(0, entry))
     }

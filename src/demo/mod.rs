@@ -360,7 +360,7 @@ fn report(
     writeln!(out, "== {} alert(s), explained (linegate explain)", ids.len()).map_err(&io)?;
     drop(out);
     for id in &ids {
-        app::audit::explain::explain(&mut s, id, false)?;
+        app::audit::explain::explain(&mut s, id, false, None)?;
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "== reconcile (linegate reconcile)").map_err(&io)?;

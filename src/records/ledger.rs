@@ -48,6 +48,10 @@ pub enum LedgerEntry {
         how: Acceptance,
         journal_pos: u64,
         outbox_seq: u64,
+        /// Applied and counting for the rule: `explain` finds an incident's members by it.
+        /// Records written before it existed read as `false`.
+        #[serde(default)]
+        counted: bool,
     },
     /// The same `event_id` with the same content again: counted, never re-counted.
     Duplicate { event_id: String, journal_pos: u64 },
@@ -126,6 +130,7 @@ mod tests {
                 how: Acceptance::LateApplied,
                 journal_pos: 3,
                 outbox_seq: 4,
+                counted: false,
             },
             LedgerEntry::Acknowledged { outbox_seqs: vec![4, 5] },
             LedgerEntry::Shed { gap, journal_positions: vec![1, 2], bytes: 99, outbox_seq: 6 },

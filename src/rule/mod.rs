@@ -263,6 +263,12 @@ impl Engine {
         i
     }
 
+    /// Whether `ev` counts for the rule (docs/contracts.md section 4) once applied: of the
+    /// rule's metric, a counted quality and clock state, at or above its machine's threshold.
+    pub fn counts(&self, ev: &Event) -> bool {
+        self.by_name.get(&ev.machine).is_some_and(|&mi| self.is_high(mi, ev))
+    }
+
     fn is_high(&self, mi: u32, ev: &Event) -> bool {
         ev.metric == self.p.metric
             && self.p.count_quality.contains(&ev.quality)

@@ -1,7 +1,10 @@
 //! `linegate explain ALERT_ID`: every revision of the alert (from the archive), its evidence
 //! events with their raw-sample references, and every ledger transition concerning them:
 //! accepted, duplicate, the alert records themselves, published, acknowledged, and shed or
-//! declared gaps of the evidence sensors.
+//! declared gaps of the evidence sensors. With a page number it also lists, from the ledger, the
+//! incident's whole membership that `also` cuts at `also_max`: every event that counted for the
+//! rule on the alert's machine inside the incident (docs/contracts.md section 4), a page at a
+//! time.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -25,6 +28,45 @@ pub struct Explanation {
     pub also: Vec<String>,
     /// `(ledger sequence, record)` of every transition concerning the alert or its events.
     pub transitions: Vec<(u64, LedgerRecord)>,
+    /// One page of the incident's further high events, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub members: Option<Members>,
+}
+
+/// Event IDs on one page of [`members`].
+pub const MEMBERS_PAGE: usize = 1000;
+
+/// One page of an incident's further high events (those after its onset, before its end), in
+/// `(ts_ms, event_id)` order: `also` is the start of this list.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Members {
+    /// How many the ledger holds.
+    pub total: usize,
+    /// This page's number, from 0; [`MEMBERS_PAGE`] IDs a page.
+    pub page: usize,
+    pub event_ids: Vec<String>,
+}
+
+/// Page `page` of the further high events of `alert`'s incident, from the ledger's accepted
+/// events that counted.
+pub fn members(alert: &AlertRecord, ledger: &[(u64, LedgerRecord)], page: usize) -> Members {
+    let mut ids: Vec<(i64, &str)> = ledger
+        .iter()
+        .filter_map(|(_, r)| match &r.entry {
+            LedgerEntry::Accepted { event_id, machine, ts_ms, counted: true, .. }
+                if *machine == alert.machine
+                    && *ts_ms > alert.onset_ms
+                    && alert.end_ms.is_none_or(|end| *ts_ms < end) =>
+            {
+                Some((*ts_ms, event_id.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    ids.sort_unstable();
+    let event_ids =
+        ids.iter().skip(page * MEMBERS_PAGE).take(MEMBERS_PAGE).map(|(_, id)| id.to_string());
+    Members { total: ids.len(), page, event_ids: event_ids.collect() }
 }
 
 /// Assembles the explanation from the alert's revisions (in order) and the whole ledger.
@@ -70,11 +112,24 @@ pub fn assemble(
             transitions.push((*seq, r.clone()));
         }
     }
-    Explanation { alert_id: alert_id.to_string(), revisions, evidence, also, transitions }
+    Explanation {
+        alert_id: alert_id.to_string(),
+        revisions,
+        evidence,
+        also,
+        transitions,
+        members: None,
+    }
 }
 
-/// `linegate explain`: `Ok(false)` (exit 1) when the alert is unknown.
-pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, AuditError> {
+/// `linegate explain`: `Ok(false)` (exit 1) when the alert is unknown. `members`: the page of
+/// the incident's membership to add.
+pub fn explain(
+    store: &mut Store,
+    alert_id: &str,
+    json: bool,
+    members: Option<usize>,
+) -> Result<bool, AuditError> {
     let mut revisions = Vec::new();
     for r in store.archive_scan(&alert_prefix(alert_id)) {
         let (k, v) = r?;
@@ -89,7 +144,8 @@ pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, Au
         return Err(AuditError::NotFound(format!("no alert {alert_id} in the archive")));
     }
     let ledger = super::ledger(store)?;
-    let x = assemble(alert_id, revisions, &ledger);
+    let page = members.map(|p| self::members(&revisions[revisions.len() - 1], &ledger, p));
+    let x = Explanation { members: page, ..assemble(alert_id, revisions, &ledger) };
     let mut out = std::io::stdout().lock();
     if json {
         let text = serde_json::to_string_pretty(&x).map_err(std::io::Error::other)?;
@@ -117,6 +173,19 @@ pub fn explain(store: &mut Store, alert_id: &str, json: bool) -> Result<bool, Au
     }
     if !x.also.is_empty() {
         writeln!(out, "also: {}", x.also.join(", "))?;
+    }
+    if let Some(m) = &x.members {
+        let first = m.page * MEMBERS_PAGE;
+        writeln!(
+            out,
+            "members {}..{} of {} (page {} of {} per page): {}",
+            first.min(m.total),
+            first + m.event_ids.len(),
+            m.total,
+            m.page,
+            MEMBERS_PAGE,
+            m.event_ids.join(", ")
+        )?;
     }
     writeln!(out, "transitions")?;
     for (seq, r) in &x.transitions {
@@ -155,6 +224,7 @@ mod tests {
             how: Acceptance::Applied,
             journal_pos: 1,
             outbox_seq,
+            counted: true,
         }
     }
 

@@ -225,6 +225,7 @@ mod tests {
                 how: Acceptance::Applied,
                 journal_pos: seq,
                 outbox_seq,
+                counted: false,
             },
         )
     }
