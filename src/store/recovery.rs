@@ -44,8 +44,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{failpoint, Result, Store, StoreError, StoreOptions};
-use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::OutboxRecord;
+use crate::records::ledger::{LedgerEntry, LedgerRecord, Salvage};
+use crate::records::outbox::{GapNotice, OutboxRecord};
 
 /// How many records at each end of the journal, outbox and ledger the start-up check decodes.
 pub const RECOVERY_SCAN: usize = 64;
@@ -57,8 +57,10 @@ pub struct Recovered {
     pub what: String,
     /// Where the damaged database now is.
     pub moved_to: PathBuf,
-    /// What could still be counted in it, in words ("could not be read" when sled failed).
+    /// What was lost, in words (with what the damaged store held when nothing was salvaged).
     pub lost: String,
+    /// What was copied into the fresh store and what could not be read (`salvage.rs`).
+    pub salvage: Salvage,
 }
 
 impl Store {
@@ -173,13 +175,14 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// Steps 3 of the module documentation; returns what was done.
+/// Step 3 of the module documentation; returns what was done. `remains` says in words what the
+/// damaged store held, for the record when nothing of it could be salvaged.
 fn replace_damaged(
     path: &Path,
     opts: &StoreOptions,
     now_ms: i64,
     what: String,
-    lost: String,
+    remains: String,
 ) -> Result<Recovered> {
     let moved_to = free_sibling(path, &format!("corrupt-{now_ms}"));
     let fresh = sibling(path, "recovering");
@@ -187,18 +190,24 @@ fn replace_damaged(
     if fresh.exists() {
         remove_any(&fresh).map_err(|e| give_up(path, "remove an old .recovering store", e))?;
     }
-    let recovered = Recovered { what, moved_to: moved_to.clone(), lost };
+    let (salvage, gaps) = build_fresh(path, &fresh, opts, now_ms)?;
+    let lost = describe(&salvage, &remains);
+    let recovered = Recovered { what, moved_to: moved_to.clone(), lost, salvage };
     {
         let mut store = Store::open(&fresh, opts.clone())
-            .map_err(|e| give_up(path, "create the fresh store", e))?;
+            .map_err(|e| give_up(path, "open the fresh store", e))?;
         let entry = LedgerEntry::Recovery {
             what: recovered.what.clone(),
             moved_to: Some(moved_to.display().to_string()),
             lost: recovered.lost.clone(),
+            salvage: Some(recovered.salvage.clone()),
         };
         store
             .append_ledger(&[LedgerRecord::new(now_ms, entry)])
             .map_err(|e| give_up(path, "write the recovery ledger record", e))?;
+        store
+            .declare_gaps(&gaps, now_ms)
+            .map_err(|e| give_up(path, "declare the gaps of what was lost", e))?;
     }
     failpoint!("store::recovery::before_move_aside");
     if path.exists() {
@@ -208,6 +217,68 @@ fn replace_damaged(
     failpoint!("store::recovery::before_move_in");
     move_in(&fresh, path)?;
     Ok(recovered)
+}
+
+/// Creates the fresh store in `fresh` and salvages into it what `path` still holds
+/// (`salvage.rs`). When the salvage fails, with an error or a panic inside sled, the fresh store
+/// is made again, empty, and the report says why: salvage never stops a recovery.
+fn build_fresh(
+    path: &Path,
+    fresh: &Path,
+    opts: &StoreOptions,
+    now_ms: i64,
+) -> Result<(Salvage, Vec<GapNotice>)> {
+    let attempt = || -> Result<super::salvage::Salvaged> {
+        let store = Store::open(fresh, opts.clone())?;
+        super::salvage::salvage(path, &store, now_ms)
+    };
+    let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)) {
+        Ok(Ok(s)) => return Ok((s.report, s.gaps)),
+        Ok(Err(e)) => e.to_string(),
+        Err(panic) => format!("sled panicked: {}", panic_text(&panic)),
+    };
+    if fresh.exists() {
+        remove_any(fresh).map_err(|e| give_up(path, "remove a failed salvage", e))?;
+    }
+    Ok((Salvage { failed: Some(why), ..Salvage::default() }, Vec::new()))
+}
+
+/// What was lost, in words, for the ledger and the log.
+fn describe(s: &Salvage, remains: &str) -> String {
+    if let Some(why) = &s.failed {
+        return format!("everything (nothing salvaged: {why}); the damaged store held {remains}");
+    }
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        let parts: Vec<String> = m.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            "nothing".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let list = |r: &[(u64, u64)]| {
+        let parts: Vec<String> = r.iter().map(|(a, b)| format!("{a}..={b}")).collect();
+        parts.join(" ")
+    };
+    let mut text = format!("unreadable and skipped: {}", counts(&s.unreadable));
+    for (what, r) in [
+        ("outbox sequences", &s.lost_outbox),
+        ("journal positions", &s.lost_journal),
+        ("ledger sequences", &s.lost_ledger),
+    ] {
+        if !r.is_empty() {
+            text.push_str(&format!("; {what} lost: {}", list(r)));
+        }
+    }
+    if s.gaps > 0 {
+        text.push_str(&format!("; {} gaps declared (corrupt)", s.gaps));
+    }
+    if let Some(pos) = s.decided_through {
+        text.push_str(&format!(
+            "; no usable checkpoint: rule state re-derived from the journal through position {pos}"
+        ));
+    }
+    format!("{text}; salvaged: {}", counts(&s.copied))
 }
 
 /// Renames the fresh store into place and makes the rename durable.

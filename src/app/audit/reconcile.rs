@@ -60,6 +60,9 @@ pub struct Reconciliation {
     pub alert_records: u64,
     pub acknowledged: u64,
     pub queued: u64,
+    /// Accepted events or alert records whose outbox record a recovery could not read (listed
+    /// in its `Recovery` ledger record, declared as `corrupt` gaps where attributable).
+    pub declared_lost: u64,
     /// Accepted events or alert records neither acknowledged nor queued.
     pub unaccounted: Vec<String>,
     pub gaps: Vec<Gap>,
@@ -86,6 +89,7 @@ pub fn reconcile_ledger<'a>(
     let mut seqs: BTreeMap<(String, String), BTreeMap<u64, i64>> = BTreeMap::new();
     let mut declared: Vec<(String, u64, u64, String)> = Vec::new();
     let mut newest = i64::MIN;
+    let mut lost: Vec<(u64, u64)> = Vec::new();
     let mut r = Reconciliation::default();
     for rec in ledger {
         match &rec.entry {
@@ -100,6 +104,7 @@ pub fn reconcile_ledger<'a>(
                 owed.push((format!("alert {alert_id} revision {revision}"), *outbox_seq));
             }
             LedgerEntry::Acknowledged { outbox_seqs } => acked.extend(outbox_seqs.iter().copied()),
+            LedgerEntry::Recovery { salvage: Some(s), .. } => lost.extend(&s.lost_outbox),
             LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => match gap.range
             {
                 GapRange::Events { from_seq, to_seq } => {
@@ -121,6 +126,8 @@ pub fn reconcile_ledger<'a>(
             r.acknowledged += 1;
         } else if queued.contains(&seq) {
             r.queued += 1;
+        } else if lost.iter().any(|&(from, to)| from <= seq && seq <= to) {
+            r.declared_lost += 1;
         } else {
             r.unaccounted
                 .push(format!("{what} (outbox record {seq}): neither acknowledged nor queued"));
@@ -176,6 +183,13 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
             r.queued,
             r.unaccounted.len()
         )?;
+        if r.declared_lost > 0 {
+            writeln!(
+                out,
+                "  {} lost to a damaged store (declared by its recovery)",
+                r.declared_lost
+            )?;
+        }
         for u in &r.unaccounted {
             writeln!(out, "  UNACCOUNTED {u}")?;
         }
