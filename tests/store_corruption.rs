@@ -506,17 +506,21 @@ fn a_damaged_backlog_is_salvaged_acknowledged_and_its_incident_goes_on() {
 #[test]
 fn a_damaged_checkpoint_is_re_derived_from_the_journal_deciding_nothing_twice() {
     let _serial = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let d = daemon_run_1(tmp.path());
-    {
+    // Its header damaged (the start-up check finds it), then only its payload (the header reads,
+    // the decide stage could not restore it: `run` recovers the store without it).
+    let payload = [&[1u8][..], &81u64.to_be_bytes(), b"\x01not cbor"].concat();
+    for damage in [b"\x09broken".to_vec(), payload] {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = daemon_run_1(tmp.path());
         let db = linegate::store::open_sled_directly(&tmp.path().join("db")).unwrap();
-        db.open_tree("state").unwrap().insert("c/", &b"\x09broken"[..]).unwrap();
+        db.open_tree("state").unwrap().insert("c/", damage).unwrap();
         db.flush().unwrap();
+        drop(db);
+        let ledger = d.run_2();
+        let s = salvage_of(&ledger);
+        assert_eq!(s["unreadable"]["checkpoint"], 1, "{s}");
+        assert_eq!(s["decided_through"], 81, "the checkpoint's position, from its witness");
+        assert!(s["copied"].get("checkpoint").is_none());
+        d.decides_as_replay(&ledger);
     }
-    let ledger = d.run_2();
-    let s = salvage_of(&ledger);
-    assert_eq!(s["unreadable"]["checkpoint"], 1, "{s}");
-    assert_eq!(s["decided_through"], 81, "the checkpoint's position, from its witness");
-    assert!(s["copied"].get("checkpoint").is_none());
-    d.decides_as_replay(&ledger);
 }

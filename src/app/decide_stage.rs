@@ -52,6 +52,17 @@ pub(super) struct DecideStage {
     seq_marks: Option<Vec<((String, String), u64)>>,
 }
 
+/// Whether the store's checkpoint restores under `config` (none restores trivially): a
+/// checkpoint that does not would stop every start, so `run` recovers the store instead.
+pub(super) fn check_checkpoint(config: &Config, store: &Store) -> Result<(), AppError> {
+    if let Some(cp) = store.last_checkpoint()? {
+        let p = CheckpointPayload::decode(&cp.decider)
+            .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+        Decider::restore(config, &p.decider).map_err(|e| AppError::Checkpoint(e.to_string()))?;
+    }
+    Ok(())
+}
+
 impl DecideStage {
     /// The stage restored from the store's checkpoint (a fresh decider when there is none).
     pub(super) fn restore(

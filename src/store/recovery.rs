@@ -1,5 +1,6 @@
 //! Corruption recovery: a database that sled cannot open, or whose records do not decode, is moved
-//! aside and replaced by a fresh one whose first ledger record says what was lost — never a crash
+//! aside and replaced by a fresh one holding everything of it that can still be read
+//! (`salvage/`), and a ledger record that says what was copied and what was lost — never a crash
 //! loop.
 //!
 //! # At start-up: [`Store::open_or_recover`]
@@ -11,19 +12,26 @@
 //!    checkpoint, the counters, the sequence marks (one per sensor) and the first and last
 //!    [`RECOVERY_SCAN`] records of the journal, the outbox and the ledger, so the time to ready
 //!    does not grow with the backlog.
-//! 3. If either fails: record what can still be counted (journal positions and outbox sequences
-//!    that remain, from the first and last keys only), build a fresh store in
-//!    `{path}.recovering` holding one [`LedgerEntry::Recovery`], commit it, rename `{path}` to
-//!    `{path}.corrupt-{now_ms}` (a sibling: `[store] path` holds the sled database and nothing
-//!    else), rename `{path}.recovering` to `{path}`, fsync the parent directory.
+//! 3. If either fails: create a fresh store in `{path}.recovering` and **salvage** into it every
+//!    record of `{path}` that reads back (journal with its segment files, outbox in order,
+//!    ledger, quarantine, alert archive, sequence marks, a checkpoint the decide stage can
+//!    restore; the order and the rules are in `salvage/mod.rs`), reading `{path}` in place. If
+//!    the salvage fails (sled cannot open the directory, an I/O error, a panic inside sled), the
+//!    fresh store is made again, empty. Then append one [`LedgerEntry::Recovery`] (what was
+//!    copied and lost, per kind, or why nothing could be) and the `corrupt` gap notices of what
+//!    was lost and can be tied to a sensor, commit, rename `{path}` to `{path}.corrupt-{now_ms}`
+//!    (a sibling: `[store] path` holds the store and nothing else), rename `{path}.recovering` to
+//!    `{path}`, fsync the parent directory.
 //! 4. Open `{path}`. If that fails too, the error is [`StoreError::Recovery`]: the caller stops
 //!    with it rather than recovering again.
 //!
-//! A crash at any step leaves either the damaged store in place (recovery runs again) or the
-//! fresh one ready to be moved in (step 1). The moved-aside copy is kept for diagnosis; nothing
-//! deletes it (an operator must, it counts against the disk but not against `max_bytes`).
-//! Failpoints: `store::recovery::before_fresh`, `store::recovery::before_move_aside`,
-//! `store::recovery::before_move_in`.
+//! A crash at any step leaves either the damaged store in place (recovery, salvage included,
+//! runs again from the start: a leftover `.recovering` is removed first) or the complete fresh
+//! one ready to be moved in (step 1). The moved-aside copy is kept for diagnosis; nothing deletes
+//! it (an operator must; it shares the salvaged segment files with the new store through hard
+//! links, so it costs only what was not salvaged). Failpoints: `store::recovery::before_fresh`,
+//! `store::recovery::salvage` (inside the copy: the salvage fails, the fresh store starts empty),
+//! `store::recovery::before_move_aside`, `store::recovery::before_move_in`.
 //!
 //! **Known limit: silent loss inside sled.** sled 0.34 treats a log record that fails its checksum
 //! as the torn end of its log and drops it *and everything after it*, without an error. A bit flip
@@ -36,10 +44,12 @@
 //!
 //! # At run time: [`Store::recover`]
 //!
-//! When a read returns [`StoreError::Corrupt`] while running, the pipeline drops every iterator
-//! and task that uses the store, calls `store.recover(&err, now_ms)` (which consumes the store) and
-//! restarts its stages from the returned, empty store exactly as after a fresh start: no
-//! checkpoint, so decide starts from an empty state at the sources' current positions.
+//! Given the error that made a store unusable, [`Store::recover`] (which consumes the store)
+//! does step 3 and returns the fresh store. A checkpoint named as the cause (one the decide stage
+//! cannot restore: `run` checks it at start-up and recovers the store this way) is not salvaged;
+//! the decide stage then re-derives its state from the salvaged journal (`n/decided_through`). The
+//! daemon does not yet call it for a record found damaged while running: that stage stops with the
+//! error.
 
 use std::path::{Path, PathBuf};
 
@@ -79,7 +89,7 @@ impl Store {
             Ok(store) => return Ok((store, None)),
             Err(e) => e,
         };
-        let recovered = replace_damaged(path, &opts, now_ms, what, lost)?;
+        let recovered = replace_damaged(path, &opts, now_ms, what, lost, true)?;
         let store =
             Store::open(path, opts).map_err(|e| give_up(path, "open the fresh store", e))?;
         Ok((store, Some(recovered)))
@@ -91,7 +101,12 @@ impl Store {
         let (path, lost) = (self.path.clone(), self.remains());
         let opts = self.opts.clone();
         drop(self);
-        let recovered = replace_damaged(&path, &opts, now_ms, cause.to_string(), lost)?;
+        // A checkpoint that caused the recovery (one the decide stage cannot restore) stays
+        // behind; any other record that caused it does not decode and is skipped anyway.
+        let keep_checkpoint = !matches!(cause,
+            StoreError::Corrupt { tree, key, .. } if *tree == super::STATE && key == "c/");
+        let recovered =
+            replace_damaged(&path, &opts, now_ms, cause.to_string(), lost, keep_checkpoint)?;
         let store =
             Store::open(&path, opts).map_err(|e| give_up(&path, "open the fresh store", e))?;
         Ok((store, recovered))
@@ -183,6 +198,7 @@ fn replace_damaged(
     now_ms: i64,
     what: String,
     remains: String,
+    keep_checkpoint: bool,
 ) -> Result<Recovered> {
     let moved_to = free_sibling(path, &format!("corrupt-{now_ms}"));
     let fresh = sibling(path, "recovering");
@@ -190,7 +206,7 @@ fn replace_damaged(
     if fresh.exists() {
         remove_any(&fresh).map_err(|e| give_up(path, "remove an old .recovering store", e))?;
     }
-    let (salvage, gaps) = build_fresh(path, &fresh, opts, now_ms)?;
+    let (salvage, gaps) = build_fresh(path, &fresh, opts, now_ms, keep_checkpoint)?;
     let lost = describe(&salvage, &remains);
     let recovered = Recovered { what, moved_to: moved_to.clone(), lost, salvage };
     {
@@ -227,10 +243,11 @@ fn build_fresh(
     fresh: &Path,
     opts: &StoreOptions,
     now_ms: i64,
+    keep_checkpoint: bool,
 ) -> Result<(Salvage, Vec<GapNotice>)> {
     let attempt = || -> Result<super::salvage::Salvaged> {
         let store = Store::open(fresh, opts.clone())?;
-        super::salvage::salvage(path, &store, now_ms)
+        super::salvage::salvage(path, &store, now_ms, keep_checkpoint)
     };
     let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)) {
         Ok(Ok(s)) => return Ok((s.report, s.gaps)),

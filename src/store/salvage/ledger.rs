@@ -12,7 +12,8 @@ impl Copier<'_> {
     /// Step 5; returns the highest ledger sequence present, readable or not.
     pub(super) fn ledger(&mut self, old: &Old<'_>, fresh: &Store, now_ms: i64) -> Result<u64> {
         let mut out = Batcher::new(&fresh.state, fresh.path());
-        let (mut max, mut lost) = (0, Vec::<u64>::new());
+        // The highest ledger sequence lost so far.
+        let (mut max, mut last_lost) = (0, None);
         // Per sensor: the highest seq accepted so far and the ledger sequence that accepted it.
         let mut last: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
         for kv in old.state.scan_prefix(LEDGER) {
@@ -26,7 +27,8 @@ impl Copier<'_> {
             };
             max = max.max(lseq);
             let Ok(rec) = LedgerRecord::decode(&v) else {
-                lost.push(lseq);
+                last_lost = Some(lseq);
+                super::push_range(&mut self.s.report.lost_ledger, lseq);
                 self.count(false, "ledger");
                 continue;
             };
@@ -51,7 +53,7 @@ impl Copier<'_> {
                     match last.get(&key).copied() {
                         // Ledger records were lost between the sensor's last accepted seq and
                         // this one: the seqs between are declared lost.
-                        Some((prev, prev_l)) if seq > prev + 1 && lost.last() > Some(&prev_l) => {
+                        Some((prev, prev_l)) if seq > prev + 1 && last_lost > Some(prev_l) => {
                             let range = GapRange::Events { from_seq: prev + 1, to_seq: seq - 1 };
                             self.s.gaps.push(corrupt_gap(
                                 machine.clone(),
@@ -66,22 +68,19 @@ impl Copier<'_> {
                     last.insert(key, (prev.max(seq), lseq));
                     self.mark_derived(&event_id, machine, sensor, seq);
                 }
-                LedgerEntry::Alert { alert_id, revision, machine, outbox_seq, .. } => {
-                    if self.lost_outbox.contains(&(outbox_seq, None)) {
-                        let archived = old.state.get(alert_key(&alert_id, revision)).ok().flatten();
-                        let json = archived
-                            .filter(|j| serde_json::from_slice::<serde::de::IgnoredAny>(j).is_ok());
-                        if let Some(json) = json {
-                            let rec = OutboxRecord::Alert {
-                                machine,
-                                alert_id,
-                                revision,
-                                json: json.to_vec(),
-                            };
-                            out.put(&crate::store::state::outbox_key(outbox_seq), &rec.encode())?;
-                            self.lost_outbox.remove(&(outbox_seq, None));
-                            self.count(true, "outbox_rebuilt");
-                        }
+                LedgerEntry::Alert { alert_id, revision, machine, outbox_seq, .. }
+                    if self.lost_outbox.contains(&(outbox_seq, None)) =>
+                {
+                    // The archive holds every revision as published: the outbox record again.
+                    let archived = old.state.get(alert_key(&alert_id, revision)).ok().flatten();
+                    let json = archived
+                        .filter(|j| serde_json::from_slice::<serde::de::IgnoredAny>(j).is_ok());
+                    if let Some(json) = json {
+                        let json = json.to_vec();
+                        let rec = OutboxRecord::Alert { machine, alert_id, revision, json };
+                        out.put(&crate::store::state::outbox_key(outbox_seq), &rec.encode())?;
+                        self.lost_outbox.remove(&(outbox_seq, None));
+                        self.count(true, "outbox_rebuilt");
                     }
                 }
                 LedgerEntry::Duplicate { journal_pos, .. }
@@ -96,7 +95,6 @@ impl Copier<'_> {
             }
         }
         out.flush()?;
-        self.s.report.lost_ledger = ranges(lost.into_iter());
         Ok(max)
     }
 

@@ -33,11 +33,9 @@
 //! memory does not grow with the store. What is lost is counted per kind; the lists of lost
 //! ranges and the lookups behind attribution are capped ([`MAX_RANGES`], [`MAX_LOST`]).
 //! Failpoint `store::recovery::salvage` (after the journal) makes the copy fail. Steps 5 and 6
-//! are in `ledger.rs`.
+//! are in `ledger.rs`, the reading and writing helpers in `io.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::archive::{ALERTS, QUARANTINE};
@@ -52,6 +50,10 @@ use super::{failpoint, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
 use crate::records::ledger::Salvage;
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
+use io::{link_or_copy, Batcher, Held, RawReader};
+
+mod io;
+mod ledger;
 
 /// Records per batch written into the fresh store.
 pub(super) const BATCH_RECORDS: usize = 4096;
@@ -78,9 +80,15 @@ struct Old<'a> {
 }
 
 /// Copies what can be read from the damaged store in `damaged` into `fresh` (a store just
-/// created, not yet holding anything) and commits it. `Err` when the copy cannot go on: the
+/// created, not yet holding anything) and commits it; the checkpoint only when `keep_checkpoint`
+/// (not when the decide stage could not restore it). `Err` when the copy cannot go on: the
 /// caller then discards `fresh`.
-pub(super) fn salvage(damaged: &Path, fresh: &Store, now_ms: i64) -> Result<Salvaged> {
+pub(super) fn salvage(
+    damaged: &Path,
+    fresh: &Store,
+    now_ms: i64,
+    keep_checkpoint: bool,
+) -> Result<Salvaged> {
     if !damaged.is_dir() {
         return Err(failed(damaged, format!("{} is not a directory", damaged.display())));
     }
@@ -100,8 +108,13 @@ pub(super) fn salvage(damaged: &Path, fresh: &Store, now_ms: i64) -> Result<Salv
         seq: tree(super::SEQ)?,
     };
     let mut s = Salvaged::default();
-    let mut c =
-        Copier { s: &mut s, marks: BTreeMap::new(), decided: 0, lost_outbox: BTreeSet::new() };
+    let mut c = Copier {
+        s: &mut s,
+        marks: BTreeMap::new(),
+        decided: 0,
+        lost_outbox: BTreeSet::new(),
+        held: Held::default(),
+    };
     let counters = c.counters(&old);
     let max_journal = c.journal(&old, fresh, counters.journal_start)?;
     failpoint!("store::recovery::salvage");
@@ -109,7 +122,7 @@ pub(super) fn salvage(damaged: &Path, fresh: &Store, now_ms: i64) -> Result<Salv
     c.archive(&old, fresh)?;
     let max_ledger = c.ledger(&old, fresh, now_ms)?;
     c.seq_marks(&old, fresh)?;
-    let cp_pos = c.checkpoint(&old, fresh)?;
+    let cp_pos = c.checkpoint(&old, fresh, keep_checkpoint)?;
     let mut put = Batcher::new(&fresh.state, fresh.path());
     put.u64(OUTBOX_NEXT, counters.outbox_next.max(max_outbox + 1))?;
     put.u64(LEDGER_NEXT, counters.ledger_next.max(max_ledger + 1))?;
@@ -139,7 +152,8 @@ struct Counters {
     journal_start: u64,
 }
 
-mod ledger;
+/// An event's (machine, sensor, seq).
+type Event = (String, String, u64);
 
 struct Copier<'a> {
     s: &'a mut Salvaged,
@@ -148,7 +162,9 @@ struct Copier<'a> {
     /// The last journal position known decided.
     decided: u64,
     /// Lost outbox sequences, with the event's (machine, sensor, seq) once the ledger names it.
-    lost_outbox: BTreeSet<(u64, Option<(String, String, u64)>)>,
+    lost_outbox: BTreeSet<(u64, Option<Event>)>,
+    /// The journal positions copied.
+    held: Held,
 }
 
 impl Copier<'_> {
@@ -175,7 +191,7 @@ impl Copier<'_> {
     fn journal(&mut self, old: &Old<'_>, fresh: &Store, start: u64) -> Result<u64> {
         let mut out = Batcher::new(&fresh.journal, fresh.path());
         let mut reader = RawReader { dir: old.path.join(RAW_DIR), open: None };
-        let (mut max, mut lost, mut segments) = (0, Vec::new(), BTreeSet::new());
+        let (mut max, mut segments) = (0, BTreeSet::new());
         for kv in old.journal.range(start.to_be_bytes()..) {
             let Ok((k, v)) = kv else {
                 self.count(false, "journal_scan_stopped");
@@ -193,17 +209,17 @@ impl Copier<'_> {
             match readable {
                 Some(segment) if pos > 0 => {
                     segments.extend(segment);
+                    self.held.set(pos);
                     out.put(&k, &v)?;
                     self.count(true, "journal");
                 }
                 _ => {
-                    lost.push(pos);
+                    push_range(&mut self.s.report.lost_journal, pos);
                     self.count(false, "journal");
                 }
             }
         }
         out.flush()?;
-        self.s.report.lost_journal = ranges(lost.into_iter());
         let to = fresh.path().join(RAW_DIR);
         for id in segments {
             let (from, into) = (segment_path(&old.path.join(RAW_DIR), id), segment_path(&to, id));
@@ -232,8 +248,14 @@ impl Copier<'_> {
             match OutboxRecord::decode(&v) {
                 Ok(OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n }) => {
                     self.decided = self.decided.max(journal_pos);
-                    let held = fresh.journal.contains_key(journal_pos.to_be_bytes());
-                    if held.map_err(|e| failed(fresh.path(), e))? {
+                    let held = match self.held.has(journal_pos) {
+                        Some(held) => held,
+                        None => fresh
+                            .journal
+                            .contains_key(journal_pos.to_be_bytes())
+                            .map_err(|e| failed(fresh.path(), e))?,
+                    };
+                    if held {
                         out.put(&k, &v)?;
                         self.count(true, "outbox");
                     } else {
@@ -288,16 +310,17 @@ impl Copier<'_> {
 
     /// Step 7: copies the checkpoint when the decide stage can use it; returns its position
     /// when at least its header decodes (0 otherwise).
-    fn checkpoint(&mut self, old: &Old<'_>, fresh: &Store) -> Result<u64> {
+    fn checkpoint(&mut self, old: &Old<'_>, fresh: &Store, keep: bool) -> Result<u64> {
         let Some(v) = old.state.get(CHECKPOINT).ok().flatten() else { return Ok(0) };
         let Ok(cp) = decode_checkpoint(old.path, &v) else {
             self.count(false, "checkpoint");
             return Ok(0);
         };
         self.decided = self.decided.max(cp.journal_pos);
-        let usable = CheckpointPayload::decode(&cp.decider).ok().is_some_and(|p| {
-            crate::records::snapshot::decode::<serde::de::IgnoredAny>(&p.decider).is_ok()
-        });
+        let usable = keep
+            && CheckpointPayload::decode(&cp.decider).ok().is_some_and(|p| {
+                crate::records::snapshot::decode::<serde::de::IgnoredAny>(&p.decider).is_ok()
+            });
         if usable {
             fresh.state.insert(CHECKPOINT, v).map_err(|e| failed(fresh.path(), e))?;
         }
@@ -306,85 +329,27 @@ impl Copier<'_> {
     }
 }
 
-/// Writes into one tree of the fresh store in bounded batches.
-struct Batcher<'a> {
-    tree: &'a sled::Tree,
-    path: &'a Path,
-    batch: sled::Batch,
-    records: usize,
-    bytes: usize,
-}
-
-impl<'a> Batcher<'a> {
-    fn new(tree: &'a sled::Tree, path: &'a Path) -> Self {
-        Batcher { tree, path, batch: sled::Batch::default(), records: 0, bytes: 0 }
-    }
-
-    fn put(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
-        self.batch.insert(k, v);
-        self.records += 1;
-        self.bytes += k.len() + v.len();
-        if self.records >= BATCH_RECORDS || self.bytes >= BATCH_BYTES {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn u64(&mut self, k: &[u8], n: u64) -> Result<()> {
-        self.put(k, &n.to_be_bytes())
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        let batch = std::mem::take(&mut self.batch);
-        (self.records, self.bytes) = (0, 0);
-        self.tree.apply_batch(batch).map_err(|e| failed(self.path, e))
-    }
-}
-
-/// Reads raw lines of the damaged store's segments, one file open at a time.
-struct RawReader {
-    dir: std::path::PathBuf,
-    open: Option<(u64, File)>,
-}
-
-impl RawReader {
-    /// Whether the line is there and matches its checksum.
-    fn check(&mut self, id: u64, offset: u64, len: u32, sum: u64) -> bool {
-        if self.open.as_ref().map(|o| o.0) != Some(id) {
-            self.open = File::open(segment_path(&self.dir, id)).ok().map(|f| (id, f));
-        }
-        let Some((_, file)) = &self.open else { return false };
-        let mut buf = vec![0u8; len as usize];
-        file.read_exact_at(&mut buf, offset).is_ok() && xxhash_rust::xxh3::xxh3_64(&buf) == sum
-    }
-}
-
-/// A hard link (same filesystem: no copy, no extra space), else a synced copy.
-fn link_or_copy(from: &Path, into: &Path) -> std::io::Result<()> {
-    if std::fs::hard_link(from, into).is_ok() {
-        return Ok(());
-    }
-    std::fs::copy(from, into)?;
-    File::open(into)?.sync_all()
-}
-
 fn key_u64(k: &[u8], prefix: &[u8]) -> Option<u64> {
     k.strip_prefix(prefix).and_then(|r| <[u8; 8]>::try_from(r).ok()).map(u64::from_be_bytes)
 }
 
 /// Inclusive ranges of ascending numbers, at most [`MAX_RANGES`] of them.
 fn ranges(numbers: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut out = Vec::new();
     for n in numbers {
-        if let Some(last) = out.last_mut().filter(|l| n == l.1 + 1) {
-            last.1 = n;
-        } else if out.len() < MAX_RANGES {
-            out.push((n, n));
-        } else {
-            break;
-        }
+        push_range(&mut out, n);
     }
     out
+}
+
+/// Adds `n`, above every number in `ranges`, to its last range or as a new one while there are
+/// fewer than [`MAX_RANGES`] (the counts in the report go on).
+fn push_range(ranges: &mut Vec<(u64, u64)>, n: u64) {
+    if let Some(last) = ranges.last_mut().filter(|l| n == l.1 + 1) {
+        last.1 = n;
+    } else if ranges.len() < MAX_RANGES {
+        ranges.push((n, n));
+    }
 }
 
 fn corrupt_gap(machine: String, sensor: String, range: GapRange, now_ms: i64) -> GapNotice {
@@ -394,3 +359,6 @@ fn corrupt_gap(machine: String, sensor: String, range: GapRange, now_ms: i64) ->
 fn failed(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Recovery { path: path.to_path_buf(), what: format!("salvage: {e}") }
 }
+
+#[cfg(test)]
+mod tests;
