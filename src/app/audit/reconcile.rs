@@ -6,7 +6,8 @@
 //! *delayed* when it may still come: the event after it is within `allowed_lateness` of the
 //! newest ingest time in the ledger, so the missing events would still be applied. Any other gap
 //! is missing and undeclared: a failure, as is an accepted event or alert record neither
-//! acknowledged nor queued. Raw samples declared missing (shed by the retention budget, lost to a
+//! acknowledged nor queued, unless a recovery's `Recovery` record lists its outbox record as lost
+//! (counted as declared lost). Raw samples declared missing (shed by the retention budget, lost to a
 //! sensor overrun) are listed as missing ranges of event time, with the reason.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -290,5 +291,18 @@ mod tests {
         let r = reconcile_ledger(&ledger, &BTreeSet::new(), 10_000);
         assert!(!r.ok());
         assert!(r.unaccounted[0].contains("event e2"));
+        let salvage =
+            crate::records::ledger::Salvage { lost_outbox: vec![(2, 3)], ..Default::default() };
+        let recovery = LedgerEntry::Recovery {
+            what: "o/2 does not decode".into(),
+            moved_to: None,
+            lost: "outbox sequences 2..=3".into(),
+            salvage: Some(salvage),
+        };
+        let mut ledger = ledger;
+        ledger.push(LedgerRecord::new(6, recovery));
+        let r = reconcile_ledger(&ledger, &BTreeSet::new(), 10_000);
+        assert!(r.ok(), "{r:?}");
+        assert_eq!((r.acknowledged, r.declared_lost), (1, 1));
     }
 }
