@@ -154,3 +154,28 @@ pub(super) fn event_gaps(
     }
     gaps
 }
+
+/// Gaps of raw samples of one sensor that touch or overlap merged into one, so a lost segment
+/// file is a few notices, not one per frame; other gaps as they are.
+pub(super) fn merge_sample_gaps(gaps: Vec<GapNotice>) -> Vec<GapNotice> {
+    let mut out: Vec<GapNotice> = Vec::with_capacity(gaps.len());
+    let mut open: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for g in gaps {
+        let GapRange::Samples { from_ms, to_ms } = g.range else {
+            out.push(g);
+            continue;
+        };
+        let key = (g.machine.clone(), g.sensor.clone());
+        if let Some(&i) = open.get(&key) {
+            if let GapRange::Samples { to_ms: end, .. } = &mut out[i].range {
+                if from_ms <= *end {
+                    *end = (*end).max(to_ms);
+                    continue;
+                }
+            }
+        }
+        open.insert(key, out.len());
+        out.push(g);
+    }
+    out
+}

@@ -29,9 +29,11 @@
 //!    without output. Counters: the next outbox and ledger sequences and journal position stay
 //!    past everything the damaged store used, readable or not, so nothing is ever renumbered.
 //!
-//! Everything is copied in batches of at most [`BATCH_RECORDS`] records or [`BATCH_BYTES`], so
-//! memory does not grow with the store. What is lost is counted per kind; the lists of lost
-//! ranges and the lookups behind attribution are capped ([`MAX_RANGES`], [`MAX_LOST`]).
+//! Everything is copied in batches of at most [`BATCH_RECORDS`] records or [`BATCH_BYTES`]; what
+//! is held meanwhile is a bit per journal position (which were copied, capped at 64 MiB), a mark
+//! per sensor, and the lost things: counted per kind, their lists of ranges and the lookups
+//! behind attribution capped ([`MAX_RANGES`], [`MAX_LOST`]), gaps of raw samples merged per
+//! sensor.
 //! Failpoint `store::recovery::salvage` (after the journal) makes the copy fail. Steps 5 and 6
 //! are in `ledger.rs`, the reading and writing helpers in `io.rs`.
 
@@ -140,6 +142,7 @@ pub(super) fn salvage(
     drop(c);
     fresh.commit()?;
     s.report.lost_outbox = ranges(events.iter().map(|(seq, _)| *seq));
+    s.gaps = ledger::merge_sample_gaps(std::mem::take(&mut s.gaps));
     s.gaps.extend(ledger::event_gaps(events.into_iter().filter_map(|(_, who)| who), now_ms));
     s.report.gaps = s.gaps.len() as u64;
     Ok(s)

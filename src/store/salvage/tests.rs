@@ -83,3 +83,21 @@ fn ranges_join_neighbours_and_stop_at_the_cap() {
     let many = ranges((0..10 * MAX_RANGES as u64).map(|n| n * 2));
     assert_eq!(many.len(), MAX_RANGES);
 }
+
+#[test]
+fn touching_gaps_of_raw_samples_merge_per_sensor() {
+    let gap = |sensor: &str, from_ms, to_ms| {
+        corrupt_gap("m".into(), sensor.into(), GapRange::Samples { from_ms, to_ms }, 0)
+    };
+    let events =
+        corrupt_gap("m".into(), "a".into(), GapRange::Events { from_seq: 1, to_seq: 2 }, 0);
+    let gaps = vec![
+        gap("a", 0, 1000),
+        gap("b", 0, 1000),
+        gap("a", 1000, 2000),
+        events.clone(),
+        gap("a", 3000, 4000),
+    ];
+    let want = vec![gap("a", 0, 2000), gap("b", 0, 1000), events, gap("a", 3000, 4000)];
+    assert_eq!(ledger::merge_sample_gaps(gaps), want);
+}
