@@ -524,3 +524,19 @@ fn a_damaged_checkpoint_is_re_derived_from_the_journal_deciding_nothing_twice() 
         d.decides_as_replay(&ledger);
     }
 }
+
+#[test]
+fn a_store_sled_cannot_open_falls_back_to_an_empty_one_that_says_everything_was_lost() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = populated(tmp.path());
+    std::fs::write(dir.join("conf"), b"garbage that is not a sled config").unwrap();
+    let (s, rec) = Store::open_or_recover(&dir, opts(), NOW).unwrap();
+    let rec = rec.expect("recovered");
+    let why = rec.salvage.failed.clone().expect("nothing salvageable");
+    assert!(why.contains("cannot open the sled database"), "{why}");
+    assert!(rec.lost.starts_with("everything (nothing salvaged"), "{}", rec.lost);
+    assert_eq!(recoveries(&s), vec![rec.salvage.clone()], "the record says so");
+    assert_eq!((s.outbox_pending().count(), s.next_journal_pos()), (0, 1), "empty, as before");
+    assert!(rec.moved_to.join("db").exists(), "the damaged store kept for diagnosis");
+}
