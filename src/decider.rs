@@ -154,6 +154,16 @@ impl Decider {
         })
     }
 
+    /// After a salvage that lost the checkpoint (`src/store/salvage.rs`): the next event derived
+    /// for each (machine, sensor) is numbered after its mark at least, so no seq is reused. A
+    /// sensor name that belongs to another machine keeps its numbering (its samples are rejected
+    /// as `sensor_conflict` anyway).
+    pub fn continue_seqs(&mut self, marks: impl IntoIterator<Item = ((String, String), u64)>) {
+        for ((machine, sensor), last_seq) in marks {
+            let _ = self.cutter.restore_seq(&machine, &sensor, last_seq);
+        }
+    }
+
     pub fn counts(&self) -> &Counts {
         &self.counts
     }

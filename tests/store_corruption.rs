@@ -1,14 +1,25 @@
 //! Corruption recovery: damaged sled files never stop the store from opening. Each case damages
 //! a store holding known records (deterministically: fixed offsets, fixed bytes), then
 //! [`Store::open_or_recover`] must return a store that is either intact (sled's own recovery
-//! coped) or fresh with a `Recovery` ledger record naming what was moved aside; either way it
-//! keeps working (append, checkpoint, reopen).
+//! coped) or fresh with a `Recovery` ledger record naming what was moved aside and what was
+//! salvaged from it; either way it keeps working (append, checkpoint, reopen).
+//!
+//! Salvage with the real binary: a daemon's backlog survives a damaged record (every readable
+//! outbox record is acknowledged after the recovery, the lost one is a `corrupt` gap, the alert
+//! rebuilt from the archive, the checkpoint's incident goes on as `replay` decides it, and
+//! `reconcile` passes); a damaged checkpoint is re-derived from the journal, deciding nothing
+//! twice; a store sled cannot open falls back to an empty one that says everything was lost.
 
+mod support;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use linegate::records::ledger::LedgerEntry;
+use linegate::records::ledger::{LedgerEntry, Salvage};
 use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
+use serde_json::Value;
+use support::{cli, fixture, free_port, ledger, linegate, replay, run};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -52,12 +63,9 @@ fn recovers_and_works(dir: &Path) -> bool {
     if let Some(r) = &rec {
         assert!(r.moved_to.exists(), "moved-aside copy kept: {r:?}");
         assert!(r.moved_to.file_name().unwrap().to_string_lossy().contains("corrupt-"));
-        let ledger: Vec<_> = s.ledger_from(1).map(|r| r.unwrap().1.entry).collect();
-        assert!(
-            matches!(&ledger[..], [LedgerEntry::Recovery { moved_to: Some(_), .. }]),
-            "{ledger:?}"
-        );
-        assert_eq!(s.last_checkpoint().unwrap(), None, "starts clean");
+        assert_eq!(recoveries(&s).len(), 1, "one Recovery record");
+        // "decider state" is no decider snapshot: the decide stage could not restore it.
+        assert_eq!(s.last_checkpoint().unwrap(), None, "a checkpoint only when usable");
     } else {
         // Intact: whatever sled kept decodes. sled treats a record failing its checksum as the
         // torn end of its log and silently drops it and all after it: after a bit flip the store
@@ -71,6 +79,17 @@ fn recovers_and_works(dir: &Path) -> bool {
     assert!(again.is_none(), "the recovered store opens cleanly: {again:?}");
     assert_eq!(s.last_checkpoint().unwrap().unwrap().decider, b"d2");
     rec.is_some()
+}
+
+/// The salvage reports of the store's `Recovery` ledger records.
+fn recoveries(s: &Store) -> Vec<Salvage> {
+    let entries = s.ledger_from(1).map(|r| r.unwrap().1.entry);
+    entries
+        .filter_map(|e| match e {
+            LedgerEntry::Recovery { moved_to: Some(_), salvage, .. } => Some(salvage.unwrap()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn truncate(file: &Path, keep: u64) {
@@ -148,10 +167,19 @@ fn a_garbage_snapshot_file_opens_recovered_or_intact() {
 }
 
 #[test]
-fn a_file_where_the_directory_should_be_is_moved_aside() {
+fn a_file_where_the_directory_should_be_is_moved_aside_and_everything_declared_lost() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
+    std::fs::write(&dir, b"not a database").unwrap();
+    let (s, rec) = Store::open_or_recover(&dir, opts(), NOW).unwrap();
+    let rec = rec.unwrap();
+    assert!(rec.salvage.failed.as_ref().unwrap().contains("not a directory"), "{rec:?}");
+    assert!(rec.lost.starts_with("everything"), "{}", rec.lost);
+    assert_eq!(recoveries(&s), vec![rec.salvage.clone()]);
+    assert_eq!((s.outbox_pending().count(), s.next_journal_pos()), (0, 1), "empty");
+    drop(s);
+    std::fs::remove_dir_all(&dir).unwrap();
     std::fs::write(&dir, b"not a database").unwrap();
     assert!(recovers_and_works(&dir));
     assert!(std::fs::read_dir(tmp.path()).unwrap().any(|e| e
@@ -180,18 +208,26 @@ fn a_record_that_does_not_decode_is_found_at_start_up_and_counted() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = populated(tmp.path());
-    {
-        let db = linegate::store::open_sled_directly(&dir).unwrap();
-        let mut key = b"o/".to_vec();
-        key.extend_from_slice(&3u64.to_be_bytes());
-        db.open_tree("state").unwrap().insert(key, &b"\x01garbage"[..]).unwrap();
-        db.flush().unwrap();
-    }
-    let (_s, rec) = Store::open_or_recover(&dir, opts(), NOW).unwrap();
+    damage_outbox(&dir, 3);
+    let (s, rec) = Store::open_or_recover(&dir, opts(), NOW).unwrap();
     let rec = rec.expect("recovered");
     assert!(rec.what.contains("o/3"), "names the record: {}", rec.what);
-    assert!(rec.lost.contains("journal positions 1..=200"), "{}", rec.lost);
-    assert!(rec.lost.contains("outbox sequences 1..=50"), "{}", rec.lost);
+    assert!(rec.lost.contains("outbox sequences lost: 3..=3"), "{}", rec.lost);
+    let counts = &rec.salvage.copied;
+    assert_eq!((counts["journal"], counts["outbox"]), (200, 49), "{rec:?}");
+    assert_eq!(rec.salvage.unreadable["outbox"], 1);
+    let seqs: Vec<u64> = s.outbox_pending().map(|r| r.unwrap().0).collect();
+    assert_eq!(seqs, (1..=50).filter(|&q| q != 3).collect::<Vec<_>>(), "order and numbers kept");
+    assert_eq!(s.journal_from(1).count(), 200);
+    assert_eq!(s.next_outbox_seq(), 51, "sequences are never reused");
+}
+
+/// Writes bytes that do not decode over outbox record `seq` of the closed store in `dir`.
+fn damage_outbox(dir: &Path, seq: u64) {
+    let db = linegate::store::open_sled_directly(dir).unwrap();
+    let key = [&b"o/"[..], &seq.to_be_bytes()].concat();
+    db.open_tree("state").unwrap().insert(key, &b"\x01garbage"[..]).unwrap();
+    db.flush().unwrap();
 }
 
 #[test]
@@ -206,8 +242,7 @@ fn a_runtime_decode_failure_recovers_into_a_fresh_store() {
         what: "test cause".into(),
     });
     let (s, rec) = s.recover(&cause, NOW).unwrap();
-    assert!(rec.lost.contains("outbox sequences 1..=50"), "{}", rec.lost);
-    assert_eq!(s.outbox_pending().count(), 0);
+    assert_eq!(s.outbox_pending().count(), 50, "everything readable salvaged: {}", rec.lost);
     assert!(rec.moved_to.join("db").exists());
 }
 
@@ -229,11 +264,28 @@ fn a_crash_during_recovery_is_finished_by_the_next_start() {
         assert!(err.to_string().contains(point), "{err}");
         fail::cfg(point, "off").unwrap();
         let (s, _) = Store::open_or_recover(&dir, opts(), NOW + 1).unwrap();
-        let recoveries = s
-            .ledger_from(1)
-            .filter(|r| matches!(r.as_ref().unwrap().1.entry, LedgerEntry::Recovery { .. }))
-            .count();
-        assert_eq!(recoveries, 1, "{point}: exactly one recovery recorded");
+        assert_eq!(recoveries(&s).len(), 1, "{point}: exactly one recovery recorded");
+    }
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_salvage_that_fails_or_panics_falls_back_to_an_empty_store() {
+    let _serial = serial();
+    let _fail = fail::FailScenario::setup();
+    for action in ["return", "panic"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = populated(tmp.path());
+        damage_outbox(&dir, 3);
+        fail::cfg("store::recovery::salvage", action).unwrap();
+        let (s, rec) = Store::open_or_recover(&dir, opts(), NOW).unwrap();
+        fail::cfg("store::recovery::salvage", "off").unwrap();
+        let rec = rec.unwrap();
+        let why = rec.salvage.failed.clone().unwrap();
+        assert!(why.contains("store::recovery::salvage") || why.contains("panicked"), "{why}");
+        assert!(rec.lost.contains("journal positions 1..=200"), "held: {}", rec.lost);
+        assert_eq!(recoveries(&s), vec![rec.salvage]);
+        assert_eq!((s.outbox_pending().count(), s.next_journal_pos()), (0, 1), "{action}");
     }
 }
 
@@ -278,7 +330,7 @@ fn a_truncated_segment_is_found_at_start_up_and_recovered() {
     let rec = rec.expect("recovered");
     assert!(rec.what.contains("tree journal, key 16"), "names the first record cut: {}", rec.what);
     assert!(rec.what.contains("00000000000000000001.seg"), "names the segment: {}", rec.what);
-    assert!(rec.lost.contains("journal positions 1..=200"), "{}", rec.lost);
+    assert!(rec.lost.contains("journal positions lost: 16..=32"), "{}", rec.lost);
     assert!(recovers_and_works_with(&dir, raw_opts()));
 }
 
@@ -288,9 +340,13 @@ fn a_missing_segment_is_found_at_start_up_and_recovered() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = populated_raw(tmp.path());
     std::fs::remove_file(segment(&dir, 193)).unwrap();
-    let (_s, rec) = Store::open_or_recover(&dir, raw_opts(), NOW).unwrap();
+    let (s, rec) = Store::open_or_recover(&dir, raw_opts(), NOW).unwrap();
     let rec = rec.expect("recovered");
     assert!(rec.what.contains("00000000000000000193.seg"), "names the segment: {}", rec.what);
+    assert!(rec.lost.contains("journal positions lost: 193..=200"), "{}", rec.lost);
+    assert_eq!(rec.salvage.copied["raw_segments"], 6, "segments 1..=161 linked");
+    assert_eq!(s.journal_from(1).map(|r| r.unwrap().2[0]).last(), Some(191), "record 192 last");
+    assert_eq!(s.next_journal_pos(), 201, "positions of lost records are never reused");
 }
 
 #[test]
@@ -307,8 +363,9 @@ fn a_bit_flip_in_a_segment_fails_its_checksum_when_read_and_recovers() {
     assert!(text.contains("key 70") && text.contains("checksum"), "{text}");
     assert!(s.journal_from(71).next().unwrap().is_ok(), "its neighbours read fine");
     let (s, rec) = s.recover(&err, NOW).unwrap();
-    assert!(rec.lost.contains("journal positions 1..=200"), "{}", rec.lost);
-    assert_eq!(s.last_checkpoint().unwrap(), None, "starts clean");
+    assert!(rec.lost.contains("journal positions lost: 70..=70"), "{}", rec.lost);
+    assert_eq!(s.journal_from(1).count(), 199);
+    s.startup_check().unwrap();
 }
 
 /// [`recovers_and_works`] with other options.
@@ -322,4 +379,164 @@ fn recovers_and_works_with(dir: &Path, o: StoreOptions) -> bool {
     assert!(again.is_none(), "the recovered store opens cleanly: {again:?}");
     assert_eq!(s.journal_from(pos.start).next().unwrap().unwrap().2, vec![7; 3000]);
     rec.is_none()
+}
+
+// ---- Salvage with the real binary
+
+/// A daemon's store and trace in `tmp`: the first 80 lines of the CWRU trace and a poison line
+/// (the machines' incidents have opened, none closed), and the whole input for `replay`.
+struct TwoRuns {
+    config: PathBuf,
+    trace: PathBuf,
+    whole: PathBuf,
+    rest: String,
+}
+
+fn daemon_run_1(tmp: &Path) -> TwoRuns {
+    let cwru = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
+    let lines: Vec<&str> = cwru.lines().collect();
+    let first =
+        format!("{}\n{{\"at\":1700000065100,\"kind\":\"bogus\"}}\n", lines[..80].join("\n"));
+    let rest = format!("{}\n", lines[80..].join("\n"));
+    let (trace, whole) = (tmp.join("trace.jsonl"), tmp.join("whole.jsonl"));
+    std::fs::write(&trace, &first).unwrap();
+    std::fs::write(&whole, format!("{first}{rest}")).unwrap();
+    let cwru_config = std::fs::read_to_string(fixture("fixtures/traces/cwru.toml")).unwrap();
+    let config = tmp.join("linegate.toml");
+    let store = format!("[store]\npath = \"{}\"\ncommit_records = 20\n", tmp.join("db").display());
+    let metrics = format!("[metrics]\nlisten = \"127.0.0.1:{}\"\n", free_port());
+    let source = format!("[[source]]\nkind = \"trace\"\npath = \"{}\"\n", trace.display());
+    std::fs::write(&config, format!("{cwru_config}\n{store}\n{metrics}\n{source}")).unwrap();
+    run(linegate(&["run", "--exit-at-end", "--no-forward", "--config"]).arg(&config)).success();
+    TwoRuns { config, trace, whole, rest }
+}
+
+impl TwoRuns {
+    /// The rest of the trace arrives, and the daemon runs again, acknowledging what it sends.
+    fn run_2(&self) -> Vec<Value> {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&self.trace).unwrap();
+        std::io::Write::write_all(&mut f, self.rest.as_bytes()).unwrap();
+        let mut cmd = linegate(&["run", "--exit-at-end", "--forward", "local-ack", "--config"]);
+        run(cmd.arg(&self.config)).success();
+        let store = Store::open(&self.config.with_file_name("db"), opts()).unwrap();
+        assert_eq!(store.outbox_pending().count(), 0, "every record left was acknowledged");
+        drop(store);
+        ledger(&self.config)
+    }
+
+    /// The archived alert records are those `replay` of the whole input decides, each alert
+    /// revision and each event ledgered once; `reconcile` passes. Returns its report.
+    fn decides_as_replay(&self, ledger: &[Value]) -> String {
+        let want = replay(&self.whole, &self.config, self.config.parent().unwrap());
+        let alerts: BTreeSet<String> =
+            cli(&["dump", "alerts"], &self.config).lines().map(String::from).collect();
+        assert_eq!(alerts, want.alert_lines().into_iter().collect(), "alerts differ from replay");
+        let mut ids = BTreeSet::new();
+        for e in ledger.iter().filter(|e| e["kind"] == "accepted" || e["kind"] == "alert") {
+            let id = format!("{} {} {}", e["event_id"], e["alert_id"], e["revision"]);
+            assert!(ids.insert(id.clone()), "decided twice: {id}");
+        }
+        let accepted = ledger.iter().filter(|e| e["kind"] == "accepted").count();
+        assert_eq!(accepted as u64, want.accepted());
+        let report = cli(&["reconcile"], &self.config);
+        assert!(report.contains("reconcile: ok"), "{report}");
+        report
+    }
+}
+
+fn salvage_of(ledger: &[Value]) -> &Value {
+    let rec = ledger.iter().find(|e| e["kind"] == "recovery").expect("a recovery record");
+    &rec["salvage"]
+}
+
+/// The outbox records of the closed store in `dir`: `(seq, record)`.
+fn outbox_of(dir: &Path) -> Vec<(u64, OutboxRecord)> {
+    let s = Store::open(dir, opts()).unwrap();
+    s.outbox_pending()
+        .map(|r| r.unwrap())
+        .map(|(q, b)| (q, OutboxRecord::decode(&b).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_damaged_backlog_is_salvaged_acknowledged_and_its_incident_goes_on() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = daemon_run_1(tmp.path());
+    let outbox = outbox_of(&tmp.path().join("db"));
+    let (event_seq, sensor, seq) = outbox
+        .iter()
+        .find_map(|(q, r)| match r {
+            OutboxRecord::Event { sensor, seq, .. } => Some((*q, sensor.clone(), *seq)),
+            _ => None,
+        })
+        .unwrap();
+    let alert_seq = outbox.iter().find(|(_, r)| matches!(r, OutboxRecord::Alert { .. })).unwrap().0;
+    damage_outbox(&tmp.path().join("db"), event_seq);
+    damage_outbox(&tmp.path().join("db"), alert_seq);
+    let ledger = d.run_2();
+    let s = salvage_of(&ledger);
+    assert_eq!(s["copied"]["outbox"], outbox.len() as u64 - 2, "{s}");
+    assert_eq!(
+        (s["copied"]["outbox_rebuilt"].as_u64(), s["unreadable"]["outbox"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(
+        (s["copied"]["checkpoint"].as_u64(), s["copied"]["quarantine"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert!(
+        s["copied"]["ledger"].as_u64().unwrap() > 0 && s["copied"]["journal"].as_u64().unwrap() > 0
+    );
+    assert_eq!(s["lost_outbox"], serde_json::json!([[event_seq, event_seq]]));
+    let gap =
+        ledger.iter().find(|e| e["kind"] == "gap_declared").expect("a gap notice")["gap"].clone();
+    assert_eq!(
+        (gap["reason"].as_str(), gap["sensor"].as_str()),
+        (Some("corrupt"), Some(&sensor[..]))
+    );
+    assert_eq!(
+        (gap["range"]["from_seq"].as_u64(), gap["range"]["to_seq"].as_u64()),
+        (Some(seq), Some(seq))
+    );
+    let report = d.decides_as_replay(&ledger);
+    assert!(report.contains("1 lost to a damaged store"), "{report}");
+}
+
+#[test]
+fn a_damaged_checkpoint_is_re_derived_from_the_journal_deciding_nothing_twice() {
+    let _serial = serial();
+    // Its header damaged (the start-up check finds it), then only its payload (the header reads,
+    // the decide stage could not restore it: `run` recovers the store without it).
+    let payload = [&[1u8][..], &81u64.to_be_bytes(), b"\x01not cbor"].concat();
+    for damage in [b"\x09broken".to_vec(), payload] {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = daemon_run_1(tmp.path());
+        let db = linegate::store::open_sled_directly(&tmp.path().join("db")).unwrap();
+        db.open_tree("state").unwrap().insert("c/", damage).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        let ledger = d.run_2();
+        let s = salvage_of(&ledger);
+        assert_eq!(s["unreadable"]["checkpoint"], 1, "{s}");
+        assert_eq!(s["decided_through"], 81, "the checkpoint's position, from its witness");
+        assert!(s["copied"].get("checkpoint").is_none());
+        d.decides_as_replay(&ledger);
+    }
+}
+
+#[test]
+fn a_store_sled_cannot_open_falls_back_to_an_empty_one_that_says_everything_was_lost() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = populated(tmp.path());
+    std::fs::write(dir.join("conf"), b"garbage that is not a sled config").unwrap();
+    let (s, rec) = Store::open_or_recover(&dir, opts(), NOW).unwrap();
+    let rec = rec.expect("recovered");
+    let why = rec.salvage.failed.clone().expect("nothing salvageable");
+    assert!(why.contains("cannot open the sled database"), "{why}");
+    assert!(rec.lost.starts_with("everything (nothing salvaged"), "{}", rec.lost);
+    assert_eq!(recoveries(&s), vec![rec.salvage.clone()], "the record says so");
+    assert_eq!((s.outbox_pending().count(), s.next_journal_pos()), (0, 1), "empty, as before");
+    assert!(rec.moved_to.join("db").exists(), "the damaged store kept for diagnosis");
 }

@@ -45,6 +45,22 @@ pub(super) struct DecideStage {
     /// catch-up).
     received_s: Vec<f64>,
     clock: SystemClock,
+    /// Journal positions up to this were decided before a salvage lost the checkpoint: they are
+    /// decided again for the state only, their outputs dropped (0: none).
+    warm_up_through: u64,
+    /// The store's sequence marks, applied once the warm-up is over (`None` after that).
+    seq_marks: Option<Vec<((String, String), u64)>>,
+}
+
+/// Whether the store's checkpoint restores under `config` (none restores trivially): a
+/// checkpoint that does not would stop every start, so `run` recovers the store instead.
+pub(super) fn check_checkpoint(config: &Config, store: &Store) -> Result<(), AppError> {
+    if let Some(cp) = store.last_checkpoint()? {
+        let p = CheckpointPayload::decode(&cp.decider)
+            .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+        Decider::restore(config, &p.decider).map_err(|e| AppError::Checkpoint(e.to_string()))?;
+    }
+    Ok(())
 }
 
 impl DecideStage {
@@ -55,7 +71,11 @@ impl DecideStage {
         outbox_grew: Arc<Notify>,
         telemetry: Telemetry,
     ) -> Result<DecideStage, AppError> {
-        let cp = read(&store).last_checkpoint()?;
+        let (cp, warm_up_through, seq_marks) = {
+            let s = read(&store);
+            let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
+            (s.last_checkpoint()?, s.decided_through()?.unwrap_or(0), marks)
+        };
         let (decider, offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
@@ -80,6 +100,8 @@ impl DecideStage {
             last_at: None,
             received_s: Vec::new(),
             clock: SystemClock::new(),
+            warm_up_through,
+            seq_marks: Some(seq_marks),
         })
     }
 
@@ -106,6 +128,7 @@ impl DecideStage {
         heartbeat.set_pending(true);
         crate::app::failpoint!("app::resume::before_catch_up");
         self.catch_up(catchup_end, &clock, &mut last_cp)?;
+        self.continue_seqs();
         loop {
             let batch = match input.try_recv() {
                 Ok(b) => b,
@@ -173,7 +196,16 @@ impl DecideStage {
             if rec.pos <= self.last_pos {
                 continue;
             }
-            self.pending.decide(&mut self.decider, rec);
+            if rec.pos <= self.warm_up_through {
+                // Decided before the salvage: what it produced is in the salvaged outbox, ledger
+                // and archive already (or was acknowledged), so only the state is kept. Outputs
+                // of positions past the mark are new; docs/decisions.md, "Salvage".
+                Pending::default().decide(&mut self.decider, rec);
+                self.pending.records += 1;
+            } else {
+                self.continue_seqs();
+                self.pending.decide(&mut self.decider, rec);
+            }
             self.last_pos = rec.pos;
             self.last_at = Some(rec.at);
             if let Some(o) = rec.origin.filter(|o| o.source != crate::store::Origin::RELEASED) {
@@ -181,6 +213,15 @@ impl DecideStage {
             }
         }
         self.decider.note_state();
+    }
+
+    /// Once, after the warm-up: derived events continue after the store's sequence marks (a
+    /// salvage raises them to the highest seq it saw), which changes nothing when the state came
+    /// from a checkpoint or from the whole journal.
+    fn continue_seqs(&mut self) {
+        if let Some(marks) = self.seq_marks.take() {
+            self.decider.continue_seqs(marks);
+        }
     }
 
     /// Writes the checkpoint batch if anything was decided since the last one, then truncates

@@ -18,8 +18,8 @@
 //! read, decides and checkpoints it, lets the forwarder drain, and returns ([`shutdown`]: within
 //! a bounded time after a signal).
 //!
-//! Around the stages: the store opens with `Store::open_or_recover` (a damaged database is moved
-//! aside and the daemon goes on), [`telemetry`] feeds the metrics served on `[metrics] listen`,
+//! Around the stages: the store opens with `Store::open_or_recover` (what a damaged database still
+//! holds is salvaged into a fresh one, the damaged one moved aside, and the daemon goes on), [`telemetry`] feeds the metrics served on `[metrics] listen`,
 //! [`retention`] keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
 //! store is open and the sources started, WATCHDOG=1 while the decide stage makes progress
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
@@ -280,8 +280,10 @@ fn start(
     Ok((journal_next, offsets, stage))
 }
 
-/// Opens the store, recovering from a damaged one (moved aside, a `Recovery` ledger record, a
-/// fresh store): the daemon keeps running rather than crash-looping.
+/// Opens the store, recovering from a damaged one (what can be read is salvaged into a fresh
+/// store, the damaged one moved aside, a `Recovery` ledger record): the daemon keeps running
+/// rather than crash-looping. A checkpoint the decide stage cannot restore is such damage too:
+/// the store is recovered without it, and the decide stage re-derives its state.
 async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppError> {
     let path = config.store.path.clone();
     let now_ms = SystemClock::new().now_ms();
@@ -289,15 +291,33 @@ async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppErr
         shutdown::panics_caught(|| Store::open_or_recover(&path, opts, now_ms))
     })
     .await??;
+    log_recovery(recovered.as_ref());
+    let Err(AppError::Checkpoint(why)) = decide_stage::check_checkpoint(config, &store) else {
+        return Ok(store);
+    };
+    let cause = StoreError::Corrupt {
+        path: config.store.path.clone(),
+        tree: "state",
+        key: "c/".into(),
+        what: format!("the checkpoint does not restore: {why}"),
+    };
+    let (store, recovered) = tokio::task::spawn_blocking(move || {
+        shutdown::panics_caught(|| store.recover(&cause, now_ms))
+    })
+    .await??;
+    log_recovery(Some(&recovered));
+    Ok(store)
+}
+
+fn log_recovery(recovered: Option<&crate::store::Recovered>) {
     if let Some(r) = recovered {
         tracing::error!(
             what = %r.what,
             moved_to = %r.moved_to.display(),
             lost = %r.lost,
-            "the store was damaged: moved aside, starting with a fresh one"
+            "the store was damaged: moved aside, going on with what could be salvaged"
         );
     }
-    Ok(store)
 }
 
 /// The tasks beside the stages: the metrics endpoint, the store sampler and the retention

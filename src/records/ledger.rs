@@ -10,6 +10,8 @@
 //! Bytes in the store: `[VERSION][CBOR of LedgerRecord]`. New variants may be added; existing ones
 //! never change meaning.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::records::outbox::GapNotice;
@@ -82,8 +84,41 @@ pub enum LedgerEntry {
     ClockStep { from_ms: i64, to_ms: i64, step_ms: i64 },
     /// The process started on an existing store.
     Restart { checkpoint_pos: u64, journal_next: u64, outbox_pending: u64 },
-    /// The store could not be opened or a record did not decode: what was moved aside and lost.
-    Recovery { what: String, moved_to: Option<String>, lost: String },
+    /// The store could not be opened or a record did not decode: what was moved aside and lost,
+    /// and what was copied from it into the fresh store (`salvage`; absent in records written
+    /// before salvage existed, which lost everything).
+    Recovery {
+        what: String,
+        moved_to: Option<String>,
+        lost: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        salvage: Option<Salvage>,
+    },
+}
+
+/// What a recovery copied from the damaged store into the fresh one (`src/store/salvage.rs`),
+/// and what it could not read. Kinds: `journal`, `raw_segments`, `outbox`, `outbox_rebuilt`
+/// (alert records rebuilt from the alert archive), `ledger`, `quarantine`, `alert_archive`,
+/// `seq_marks`, `checkpoint`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Salvage {
+    /// Records copied, per kind.
+    pub copied: BTreeMap<String, u64>,
+    /// Records that could not be read and were skipped, per kind.
+    pub unreadable: BTreeMap<String, u64>,
+    /// Outbox sequences lost, as inclusive ranges: what `reconcile` counts as declared lost.
+    pub lost_outbox: Vec<(u64, u64)>,
+    /// Journal positions lost, as inclusive ranges.
+    pub lost_journal: Vec<(u64, u64)>,
+    /// Ledger sequences lost, as inclusive ranges.
+    pub lost_ledger: Vec<(u64, u64)>,
+    /// Gap notices declared with reason `corrupt`.
+    pub gaps: u64,
+    /// Set when the checkpoint was not salvaged: journal positions up to this one were decided
+    /// before the damage, so the decide stage re-derives its state from them without output.
+    pub decided_through: Option<u64>,
+    /// Why salvage itself failed, when it did: the fresh store then holds nothing of the old one.
+    pub failed: Option<String>,
 }
 
 /// A ledger value that does not decode.
@@ -134,7 +169,23 @@ mod tests {
             },
             LedgerEntry::Acknowledged { outbox_seqs: vec![4, 5] },
             LedgerEntry::Shed { gap, journal_positions: vec![1, 2], bytes: 99, outbox_seq: 6 },
-            LedgerEntry::Recovery { what: "x".into(), moved_to: None, lost: "y".into() },
+            LedgerEntry::Recovery {
+                what: "x".into(),
+                moved_to: None,
+                lost: "y".into(),
+                salvage: None,
+            },
+            LedgerEntry::Recovery {
+                what: "x".into(),
+                moved_to: Some("z".into()),
+                lost: "y".into(),
+                salvage: Some(Salvage {
+                    copied: [("outbox".to_string(), 3)].into(),
+                    lost_outbox: vec![(4, 4)],
+                    decided_through: Some(9),
+                    ..Salvage::default()
+                }),
+            },
         ];
         for e in entries {
             let r = LedgerRecord::new(7, e);

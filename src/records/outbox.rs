@@ -63,7 +63,7 @@ pub struct GapNotice {
     pub sensor: String,
     pub range: GapRange,
     /// `"shed"` (the retention budget removed it), `"overrun"` (the sensor's FIFO overflowed),
-    /// `"sensor_fault"`, ...: a short machine-readable word.
+    /// `"sensor_fault"`, [`GapNotice::CORRUPT`], ...: a short machine-readable word.
     pub reason: String,
     /// Ingest time when the gap was declared.
     pub declared_at_ms: i64,
@@ -126,6 +126,10 @@ impl OutboxRecord {
 }
 
 impl GapNotice {
+    /// The reason of a gap declared by a recovery: the store held the data, damaged beyond
+    /// reading (`src/store/salvage.rs`).
+    pub const CORRUPT: &'static str = "corrupt";
+
     /// The JSON payload published on `gaps/{sensor}`.
     pub fn to_json(&self) -> Vec<u8> {
         match serde_json::to_vec(self) {

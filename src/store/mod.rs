@@ -12,6 +12,8 @@
 //! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given |
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
+//! | `state` | `n/checkpoint_pos` | u64 BE: the checkpoint's journal position again (same batch), read by a salvage when `c/` does not decode |
+//! | `state` | `n/journal_next`, `n/decided_through` | u64 BE, written by a salvage (`salvage.rs`): positions below the first were used; the second, read only while there is no checkpoint, is the last position decided before the damage |
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `state` | `n/shed_size` | no longer written (an old store's value is ignored) |
@@ -70,6 +72,7 @@ mod ledger;
 mod outbox_read;
 mod recovery;
 mod retention;
+mod salvage;
 mod segments;
 mod seq;
 mod state;

@@ -1,5 +1,6 @@
 //! Corruption recovery: a database that sled cannot open, or whose records do not decode, is moved
-//! aside and replaced by a fresh one whose first ledger record says what was lost — never a crash
+//! aside and replaced by a fresh one holding everything of it that can still be read
+//! (`salvage/`), and a ledger record that says what was copied and what was lost — never a crash
 //! loop.
 //!
 //! # At start-up: [`Store::open_or_recover`]
@@ -11,19 +12,26 @@
 //!    checkpoint, the counters, the sequence marks (one per sensor) and the first and last
 //!    [`RECOVERY_SCAN`] records of the journal, the outbox and the ledger, so the time to ready
 //!    does not grow with the backlog.
-//! 3. If either fails: record what can still be counted (journal positions and outbox sequences
-//!    that remain, from the first and last keys only), build a fresh store in
-//!    `{path}.recovering` holding one [`LedgerEntry::Recovery`], commit it, rename `{path}` to
-//!    `{path}.corrupt-{now_ms}` (a sibling: `[store] path` holds the sled database and nothing
-//!    else), rename `{path}.recovering` to `{path}`, fsync the parent directory.
+//! 3. If either fails: create a fresh store in `{path}.recovering` and **salvage** into it every
+//!    record of `{path}` that reads back (journal with its segment files, outbox in order,
+//!    ledger, quarantine, alert archive, sequence marks, a checkpoint the decide stage can
+//!    restore; the order and the rules are in `salvage/mod.rs`), reading `{path}` in place. If
+//!    the salvage fails (sled cannot open the directory, an I/O error, a panic inside sled), the
+//!    fresh store is made again, empty. Then append one [`LedgerEntry::Recovery`] (what was
+//!    copied and lost, per kind, or why nothing could be) and the `corrupt` gap notices of what
+//!    was lost and can be tied to a sensor, commit, rename `{path}` to `{path}.corrupt-{now_ms}`
+//!    (a sibling: `[store] path` holds the store and nothing else), rename `{path}.recovering` to
+//!    `{path}`, fsync the parent directory.
 //! 4. Open `{path}`. If that fails too, the error is [`StoreError::Recovery`]: the caller stops
 //!    with it rather than recovering again.
 //!
-//! A crash at any step leaves either the damaged store in place (recovery runs again) or the
-//! fresh one ready to be moved in (step 1). The moved-aside copy is kept for diagnosis; nothing
-//! deletes it (an operator must, it counts against the disk but not against `max_bytes`).
-//! Failpoints: `store::recovery::before_fresh`, `store::recovery::before_move_aside`,
-//! `store::recovery::before_move_in`.
+//! A crash at any step leaves either the damaged store in place (recovery, salvage included,
+//! runs again from the start: a leftover `.recovering` is removed first) or the complete fresh
+//! one ready to be moved in (step 1). The moved-aside copy is kept for diagnosis; nothing deletes
+//! it (an operator must; it shares the salvaged segment files with the new store through hard
+//! links, so it costs only what was not salvaged). Failpoints: `store::recovery::before_fresh`,
+//! `store::recovery::salvage` (inside the copy: the salvage fails, the fresh store starts empty),
+//! `store::recovery::before_move_aside`, `store::recovery::before_move_in`.
 //!
 //! **Known limit: silent loss inside sled.** sled 0.34 treats a log record that fails its checksum
 //! as the torn end of its log and drops it *and everything after it*, without an error. A bit flip
@@ -36,16 +44,18 @@
 //!
 //! # At run time: [`Store::recover`]
 //!
-//! When a read returns [`StoreError::Corrupt`] while running, the pipeline drops every iterator
-//! and task that uses the store, calls `store.recover(&err, now_ms)` (which consumes the store) and
-//! restarts its stages from the returned, empty store exactly as after a fresh start: no
-//! checkpoint, so decide starts from an empty state at the sources' current positions.
+//! Given the error that made a store unusable, [`Store::recover`] (which consumes the store)
+//! does step 3 and returns the fresh store. A checkpoint named as the cause (one the decide stage
+//! cannot restore: `run` checks it at start-up and recovers the store this way) is not salvaged;
+//! the decide stage then re-derives its state from the salvaged journal (`n/decided_through`). The
+//! daemon does not yet call it for a record found damaged while running: that stage stops with the
+//! error.
 
 use std::path::{Path, PathBuf};
 
 use super::{failpoint, Result, Store, StoreError, StoreOptions};
-use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::OutboxRecord;
+use crate::records::ledger::{LedgerEntry, LedgerRecord, Salvage};
+use crate::records::outbox::{GapNotice, OutboxRecord};
 
 /// How many records at each end of the journal, outbox and ledger the start-up check decodes.
 pub const RECOVERY_SCAN: usize = 64;
@@ -57,8 +67,10 @@ pub struct Recovered {
     pub what: String,
     /// Where the damaged database now is.
     pub moved_to: PathBuf,
-    /// What could still be counted in it, in words ("could not be read" when sled failed).
+    /// What was lost, in words (with what the damaged store held when nothing was salvaged).
     pub lost: String,
+    /// What was copied into the fresh store and what could not be read (`salvage.rs`).
+    pub salvage: Salvage,
 }
 
 impl Store {
@@ -77,7 +89,7 @@ impl Store {
             Ok(store) => return Ok((store, None)),
             Err(e) => e,
         };
-        let recovered = replace_damaged(path, &opts, now_ms, what, lost)?;
+        let recovered = replace_damaged(path, &opts, now_ms, what, lost, true)?;
         let store =
             Store::open(path, opts).map_err(|e| give_up(path, "open the fresh store", e))?;
         Ok((store, Some(recovered)))
@@ -89,7 +101,12 @@ impl Store {
         let (path, lost) = (self.path.clone(), self.remains());
         let opts = self.opts.clone();
         drop(self);
-        let recovered = replace_damaged(&path, &opts, now_ms, cause.to_string(), lost)?;
+        // A checkpoint that caused the recovery (one the decide stage cannot restore) stays
+        // behind; any other record that caused it does not decode and is skipped anyway.
+        let keep_checkpoint = !matches!(cause,
+            StoreError::Corrupt { tree, key, .. } if *tree == super::STATE && key == "c/");
+        let recovered =
+            replace_damaged(&path, &opts, now_ms, cause.to_string(), lost, keep_checkpoint)?;
         let store =
             Store::open(&path, opts).map_err(|e| give_up(&path, "open the fresh store", e))?;
         Ok((store, recovered))
@@ -173,13 +190,15 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// Steps 3 of the module documentation; returns what was done.
+/// Step 3 of the module documentation; returns what was done. `remains` says in words what the
+/// damaged store held, for the record when nothing of it could be salvaged.
 fn replace_damaged(
     path: &Path,
     opts: &StoreOptions,
     now_ms: i64,
     what: String,
-    lost: String,
+    remains: String,
+    keep_checkpoint: bool,
 ) -> Result<Recovered> {
     let moved_to = free_sibling(path, &format!("corrupt-{now_ms}"));
     let fresh = sibling(path, "recovering");
@@ -187,18 +206,24 @@ fn replace_damaged(
     if fresh.exists() {
         remove_any(&fresh).map_err(|e| give_up(path, "remove an old .recovering store", e))?;
     }
-    let recovered = Recovered { what, moved_to: moved_to.clone(), lost };
+    let (salvage, gaps) = build_fresh(path, &fresh, opts, now_ms, keep_checkpoint)?;
+    let lost = describe(&salvage, &remains);
+    let recovered = Recovered { what, moved_to: moved_to.clone(), lost, salvage };
     {
         let mut store = Store::open(&fresh, opts.clone())
-            .map_err(|e| give_up(path, "create the fresh store", e))?;
+            .map_err(|e| give_up(path, "open the fresh store", e))?;
         let entry = LedgerEntry::Recovery {
             what: recovered.what.clone(),
             moved_to: Some(moved_to.display().to_string()),
             lost: recovered.lost.clone(),
+            salvage: Some(recovered.salvage.clone()),
         };
         store
             .append_ledger(&[LedgerRecord::new(now_ms, entry)])
             .map_err(|e| give_up(path, "write the recovery ledger record", e))?;
+        store
+            .declare_gaps(&gaps, now_ms)
+            .map_err(|e| give_up(path, "declare the gaps of what was lost", e))?;
     }
     failpoint!("store::recovery::before_move_aside");
     if path.exists() {
@@ -208,6 +233,69 @@ fn replace_damaged(
     failpoint!("store::recovery::before_move_in");
     move_in(&fresh, path)?;
     Ok(recovered)
+}
+
+/// Creates the fresh store in `fresh` and salvages into it what `path` still holds
+/// (`salvage.rs`). When the salvage fails, with an error or a panic inside sled, the fresh store
+/// is made again, empty, and the report says why: salvage never stops a recovery.
+fn build_fresh(
+    path: &Path,
+    fresh: &Path,
+    opts: &StoreOptions,
+    now_ms: i64,
+    keep_checkpoint: bool,
+) -> Result<(Salvage, Vec<GapNotice>)> {
+    let attempt = || -> Result<super::salvage::Salvaged> {
+        let store = Store::open(fresh, opts.clone())?;
+        super::salvage::salvage(path, &store, now_ms, keep_checkpoint)
+    };
+    let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)) {
+        Ok(Ok(s)) => return Ok((s.report, s.gaps)),
+        Ok(Err(e)) => e.to_string(),
+        Err(panic) => format!("sled panicked: {}", panic_text(&panic)),
+    };
+    if fresh.exists() {
+        remove_any(fresh).map_err(|e| give_up(path, "remove a failed salvage", e))?;
+    }
+    Ok((Salvage { failed: Some(why), ..Salvage::default() }, Vec::new()))
+}
+
+/// What was lost, in words, for the ledger and the log.
+fn describe(s: &Salvage, remains: &str) -> String {
+    if let Some(why) = &s.failed {
+        return format!("everything (nothing salvaged: {why}); the damaged store held {remains}");
+    }
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        let parts: Vec<String> = m.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            "nothing".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let list = |r: &[(u64, u64)]| {
+        let parts: Vec<String> = r.iter().map(|(a, b)| format!("{a}..={b}")).collect();
+        parts.join(" ")
+    };
+    let mut text = format!("unreadable and skipped: {}", counts(&s.unreadable));
+    for (what, r) in [
+        ("outbox sequences", &s.lost_outbox),
+        ("journal positions", &s.lost_journal),
+        ("ledger sequences", &s.lost_ledger),
+    ] {
+        if !r.is_empty() {
+            text.push_str(&format!("; {what} lost: {}", list(r)));
+        }
+    }
+    if s.gaps > 0 {
+        text.push_str(&format!("; {} gaps declared (corrupt)", s.gaps));
+    }
+    if let Some(pos) = s.decided_through {
+        text.push_str(&format!(
+            "; no usable checkpoint: rule state re-derived from the journal through position {pos}"
+        ));
+    }
+    format!("{text}; salvaged: {}", counts(&s.copied))
 }
 
 /// Renames the fresh store into place and makes the rename durable.

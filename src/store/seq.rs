@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{corrupt, decode_u64, Result, Store, StoreError, SEQ};
 
-fn seq_key(machine: &str, sensor: &str) -> Vec<u8> {
+pub(super) fn seq_key(machine: &str, sensor: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(4 + machine.len() + sensor.len());
     // Lengths of machine names are far below u32::MAX (configuration strings).
     k.extend_from_slice(&u32::try_from(machine.len()).unwrap_or(u32::MAX).to_be_bytes());
@@ -14,7 +14,7 @@ fn seq_key(machine: &str, sensor: &str) -> Vec<u8> {
     k
 }
 
-fn decode_seq_key(path: &std::path::Path, key: &[u8]) -> Result<(String, String)> {
+pub(super) fn decode_seq_key(path: &std::path::Path, key: &[u8]) -> Result<(String, String)> {
     let bad = || corrupt(path, SEQ, key, "seq key is not length + machine + sensor");
     let (len, rest) = key.split_first_chunk::<4>().ok_or_else(bad)?;
     let len = usize::try_from(u32::from_be_bytes(*len)).map_err(|_| bad())?;

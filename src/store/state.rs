@@ -10,6 +10,14 @@ pub(super) const CHECKPOINT: &[u8] = b"c/";
 pub(super) const OUTBOX: &[u8] = b"o/";
 pub(super) const OUTBOX_NEXT: &[u8] = b"n/outbox_next";
 pub(super) const JOURNAL_START: &[u8] = b"n/journal_start";
+/// Journal positions below this were used (by a store a recovery salvaged from): never reused.
+pub(super) const JOURNAL_NEXT: &[u8] = b"n/journal_next";
+/// The checkpoint's journal position again, written in every checkpoint batch: a witness a
+/// salvage reads when the checkpoint's own value does not decode (`salvage.rs`).
+pub(super) const CHECKPOINT_POS: &[u8] = b"n/checkpoint_pos";
+/// Written by a salvage that could not keep the checkpoint: the last journal position decided
+/// before the damage (`salvage.rs`).
+pub(super) const DECIDED_THROUGH: &[u8] = b"n/decided_through";
 const VERSION: u8 = 1;
 
 /// The decide stage's state and the journal position it reached (the last position consumed;
@@ -27,7 +35,7 @@ pub(super) fn outbox_key(seq: u64) -> [u8; 10] {
     k
 }
 
-fn decode_checkpoint(path: &Path, value: &[u8]) -> Result<Checkpoint> {
+pub(super) fn decode_checkpoint(path: &Path, value: &[u8]) -> Result<Checkpoint> {
     match value {
         [VERSION, rest @ ..] if rest.len() >= 8 => {
             let (pos, decider) = rest.split_at(8);
@@ -121,6 +129,7 @@ impl Store {
         value.extend_from_slice(decider);
         let mut batch = sled::Batch::default();
         batch.insert(CHECKPOINT, value);
+        batch.insert(CHECKPOINT_POS, &journal_pos.to_be_bytes());
         let mut seq = self.next_outbox;
         for record in outbox_adds {
             batch.insert(&outbox_key(seq), record.as_slice());
@@ -194,6 +203,7 @@ impl Store {
         };
         let outbox_next = read(OUTBOX_NEXT)?.unwrap_or(1);
         let journal_start = read(JOURNAL_START)?.unwrap_or(1);
+        let journal_next = read(JOURNAL_NEXT)?.unwrap_or(1);
         let last_outbox = match self
             .state
             .scan_prefix(OUTBOX)
@@ -212,6 +222,18 @@ impl Store {
         // Shedding can remove the newest journal records a checkpoint covers: those positions
         // were used all the same.
         self.next_journal = self.next_journal.max(self.checkpoint_pos.saturating_add(1));
+        self.next_journal = self.next_journal.max(journal_next);
         Ok(())
+    }
+
+    /// The last journal position decided before a salvage that could not keep the checkpoint
+    /// (`salvage.rs`), `None` when no salvage wrote one: the decide stage re-derives its state
+    /// from the journal records up to it without output. Positions only grow, so once a
+    /// checkpoint lies past it, it no longer matters.
+    pub fn decided_through(&self) -> Result<Option<u64>> {
+        match self.state.get(DECIDED_THROUGH).map_err(self.sled_err("read n/decided_through"))? {
+            None => Ok(None),
+            Some(v) => decode_u64(&self.path, STATE, DECIDED_THROUGH, &v).map(Some),
+        }
     }
 }

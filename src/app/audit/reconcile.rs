@@ -6,7 +6,8 @@
 //! *delayed* when it may still come: the event after it is within `allowed_lateness` of the
 //! newest ingest time in the ledger, so the missing events would still be applied. Any other gap
 //! is missing and undeclared: a failure, as is an accepted event or alert record neither
-//! acknowledged nor queued. Raw samples declared missing (shed by the retention budget, lost to a
+//! acknowledged nor queued, unless a recovery's `Recovery` record lists its outbox record as lost
+//! (counted as declared lost). Raw samples declared missing (shed by the retention budget, lost to a
 //! sensor overrun) are listed as missing ranges of event time, with the reason.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +61,9 @@ pub struct Reconciliation {
     pub alert_records: u64,
     pub acknowledged: u64,
     pub queued: u64,
+    /// Accepted events or alert records whose outbox record a recovery could not read (listed
+    /// in its `Recovery` ledger record, declared as `corrupt` gaps where attributable).
+    pub declared_lost: u64,
     /// Accepted events or alert records neither acknowledged nor queued.
     pub unaccounted: Vec<String>,
     pub gaps: Vec<Gap>,
@@ -86,6 +90,7 @@ pub fn reconcile_ledger<'a>(
     let mut seqs: BTreeMap<(String, String), BTreeMap<u64, i64>> = BTreeMap::new();
     let mut declared: Vec<(String, u64, u64, String)> = Vec::new();
     let mut newest = i64::MIN;
+    let mut lost: Vec<(u64, u64)> = Vec::new();
     let mut r = Reconciliation::default();
     for rec in ledger {
         match &rec.entry {
@@ -100,6 +105,7 @@ pub fn reconcile_ledger<'a>(
                 owed.push((format!("alert {alert_id} revision {revision}"), *outbox_seq));
             }
             LedgerEntry::Acknowledged { outbox_seqs } => acked.extend(outbox_seqs.iter().copied()),
+            LedgerEntry::Recovery { salvage: Some(s), .. } => lost.extend(&s.lost_outbox),
             LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => match gap.range
             {
                 GapRange::Events { from_seq, to_seq } => {
@@ -121,6 +127,8 @@ pub fn reconcile_ledger<'a>(
             r.acknowledged += 1;
         } else if queued.contains(&seq) {
             r.queued += 1;
+        } else if lost.iter().any(|&(from, to)| from <= seq && seq <= to) {
+            r.declared_lost += 1;
         } else {
             r.unaccounted
                 .push(format!("{what} (outbox record {seq}): neither acknowledged nor queued"));
@@ -176,6 +184,13 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
             r.queued,
             r.unaccounted.len()
         )?;
+        if r.declared_lost > 0 {
+            writeln!(
+                out,
+                "  {} lost to a damaged store (declared by its recovery)",
+                r.declared_lost
+            )?;
+        }
         for u in &r.unaccounted {
             writeln!(out, "  UNACCOUNTED {u}")?;
         }
@@ -277,5 +292,18 @@ mod tests {
         let r = reconcile_ledger(&ledger, &BTreeSet::new(), 10_000);
         assert!(!r.ok());
         assert!(r.unaccounted[0].contains("event e2"));
+        let salvage =
+            crate::records::ledger::Salvage { lost_outbox: vec![(2, 3)], ..Default::default() };
+        let recovery = LedgerEntry::Recovery {
+            what: "o/2 does not decode".into(),
+            moved_to: None,
+            lost: "outbox sequences 2..=3".into(),
+            salvage: Some(salvage),
+        };
+        let mut ledger = ledger;
+        ledger.push(LedgerRecord::new(6, recovery));
+        let r = reconcile_ledger(&ledger, &BTreeSet::new(), 10_000);
+        assert!(r.ok(), "{r:?}");
+        assert_eq!((r.acknowledged, r.declared_lost), (1, 1));
     }
 }

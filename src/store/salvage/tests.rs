@@ -1,0 +1,103 @@
+use super::*;
+use crate::records::ledger::{Acceptance, LedgerEntry, LedgerRecord};
+use crate::store::StoreOptions;
+
+fn accepted(seq: u64, outbox_seq: u64) -> LedgerRecord {
+    let entry = LedgerEntry::Accepted {
+        event_id: format!("gw.s.{seq}"),
+        machine: "m".into(),
+        sensor: "s".into(),
+        seq,
+        ts_ms: 1000 * seq as i64,
+        how: Acceptance::Applied,
+        journal_pos: seq,
+        outbox_seq,
+    };
+    LedgerRecord::new(seq as i64, entry)
+}
+
+fn event(seq: u64) -> Vec<u8> {
+    let (machine, sensor, event_id) = ("m".into(), "s".into(), format!("gw.s.{seq}"));
+    OutboxRecord::Event { machine, sensor, seq, event_id, json: b"{}".to_vec() }.encode()
+}
+
+#[test]
+fn losses_tied_to_a_sensor_become_corrupt_gaps_and_nothing_is_renumbered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+    {
+        let mut s = Store::open(&dir, opts.clone()).unwrap();
+        for i in 0..5u8 {
+            s.append_journal(&[(i64::from(i), vec![i; 2000])]).unwrap();
+        }
+        let samples = OutboxRecord::Samples {
+            machine: "m".into(),
+            sensor: "s".into(),
+            journal_pos: 2,
+            t0_ms: 5000,
+            rate_hz: 100.0,
+            n: 150,
+        };
+        let mut outbox: Vec<Vec<u8>> = (1..=5).map(event).collect();
+        outbox.push(samples.encode());
+        let ledger: Vec<LedgerRecord> = (1..=5).map(|q| accepted(q, q)).collect();
+        s.checkpoint_with_ledger(5, b"not a decider snapshot", &outbox, &ledger).unwrap();
+    }
+    {
+        let db = crate::store::open_sled_directly(&dir).unwrap();
+        let state = db.open_tree("state").unwrap();
+        // Ledger record 3 accepted seq 3; journal record 2 is the samples' line.
+        state.insert([&b"l/"[..], &3u64.to_be_bytes()].concat(), &b"\x01junk"[..]).unwrap();
+        let journal = db.open_tree("journal").unwrap();
+        journal.insert(2u64.to_be_bytes(), &b"\x07"[..]).unwrap();
+        db.flush().unwrap();
+    }
+    let (s, rec) = Store::open_or_recover(&dir, opts, 1).unwrap();
+    let rec = rec.unwrap();
+    assert_eq!(rec.salvage.lost_ledger, vec![(3, 3)]);
+    assert_eq!(rec.salvage.lost_journal, vec![(2, 2)]);
+    assert_eq!(rec.salvage.decided_through, Some(5), "{rec:?}");
+    assert_eq!(s.decided_through().unwrap(), Some(5));
+    assert_eq!(s.last_checkpoint().unwrap(), None, "not a snapshot the decide stage can use");
+    assert_eq!(s.seq_high_water("m", "s").unwrap(), 5, "derived seqs go on after 5");
+    let gaps: Vec<GapRange> = s
+        .outbox_pending()
+        .filter_map(|r| match OutboxRecord::decode(&r.unwrap().1).unwrap() {
+            OutboxRecord::Gap(g) if g.reason == GapNotice::CORRUPT => Some(g.range),
+            _ => None,
+        })
+        .collect();
+    let events = GapRange::Events { from_seq: 3, to_seq: 3 };
+    let samples = GapRange::Samples { from_ms: 5000, to_ms: 6500 };
+    assert_eq!(gaps, vec![samples, events]);
+    let seqs: Vec<u64> = s.outbox_pending().map(|r| r.unwrap().0).take(5).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5], "the events keep their sequences");
+    assert_eq!(s.next_journal_pos(), 6);
+    assert_eq!(s.journal_from(1).count(), 4);
+}
+
+#[test]
+fn ranges_join_neighbours_and_stop_at_the_cap() {
+    assert_eq!(ranges([1, 2, 3, 5, 7, 8].into_iter()), vec![(1, 3), (5, 5), (7, 8)]);
+    let many = ranges((0..10 * MAX_RANGES as u64).map(|n| n * 2));
+    assert_eq!(many.len(), MAX_RANGES);
+}
+
+#[test]
+fn touching_gaps_of_raw_samples_merge_per_sensor() {
+    let gap = |sensor: &str, from_ms, to_ms| {
+        corrupt_gap("m".into(), sensor.into(), GapRange::Samples { from_ms, to_ms }, 0)
+    };
+    let events =
+        corrupt_gap("m".into(), "a".into(), GapRange::Events { from_seq: 1, to_seq: 2 }, 0);
+    let gaps = vec![
+        gap("a", 0, 1000),
+        gap("b", 0, 1000),
+        gap("a", 1000, 2000),
+        events.clone(),
+        gap("a", 3000, 4000),
+    ];
+    let want = vec![gap("a", 0, 2000), gap("b", 0, 1000), events, gap("a", 3000, 4000)];
+    assert_eq!(ledger::merge_sample_gaps(gaps), want);
+}
