@@ -18,8 +18,9 @@
 //! read, decides and checkpoints it, lets the forwarder drain, and returns ([`shutdown`]: within
 //! a bounded time after a signal).
 //!
-//! Around the stages: the store opens with `Store::open_or_recover` (what a damaged database still
-//! holds is salvaged into a fresh one, the damaged one moved aside, and the daemon goes on), [`telemetry`] feeds the metrics served on `[metrics] listen`,
+//! Around the stages: the store opens with `Store::open_or_recover` (what a damaged database
+//! still holds is salvaged into a fresh one, the damaged one moved aside, and the daemon goes on),
+//! [`telemetry`] feeds the metrics served on `[metrics] listen`,
 //! [`retention`] keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
 //! store is open and the sources started, WATCHDOG=1 while the decide stage makes progress
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.

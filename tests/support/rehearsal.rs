@@ -59,6 +59,14 @@ impl Stage {
         Stage { dir, trace, config, port, lines: lines.len() }
     }
 
+    /// More of the input arrives: `lines` are appended to the trace.
+    pub fn append(&mut self, lines: &[String]) {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&self.trace).unwrap();
+        f.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+        self.lines += lines.len();
+    }
+
     /// Runs the daemon (`--forward local-ack`) over the whole trace while a scraper records
     /// `/metrics`; stops it with SIGTERM once every line is decided. The scrapes, in order.
     pub fn run(&self) -> Vec<String> {
@@ -118,6 +126,13 @@ impl Running {
         poll(DEADLINE, || scrape(self.port).filter(|b| ok(b))).unwrap_or_else(|| {
             panic!("metrics never showed {what}: {:?}\n{}", scrape(self.port), self.daemon.log())
         })
+    }
+
+    /// Waits for the daemon to end by itself (`--exit-at-end`), which must be exit 0: the
+    /// scrapes taken meanwhile.
+    pub fn finish(mut self) -> Vec<String> {
+        self.daemon.wait_success(DEADLINE);
+        self.scraper.stop()
     }
 
     /// Stops the scraper, scrapes once more, then stops the daemon (SIGTERM, which must end it

@@ -12,6 +12,7 @@ fn accepted(seq: u64, outbox_seq: u64) -> LedgerRecord {
         how: Acceptance::Applied,
         journal_pos: seq,
         outbox_seq,
+        counted: false,
     };
     LedgerRecord::new(seq as i64, entry)
 }
