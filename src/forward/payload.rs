@@ -115,7 +115,6 @@ pub(super) fn sample_frames(s: &SamplesRecord, limit: usize) -> Vec<Vec<u8>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::event::Unit;
