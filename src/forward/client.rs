@@ -201,7 +201,7 @@ impl StoreWork {
         StoreWork { store, clock, reads: JoinSet::new(), writes: JoinSet::new() }
     }
 
-    /// Starts what the session asked for (its PUBLISHes already handed over).
+    /// Starts what the session asked for.
     fn start(&mut self, read: Option<Read>, write: Option<Write>) {
         if let Some(r) = read {
             let store = self.store.clone();
@@ -360,6 +360,10 @@ async fn drive(
             Some(f) => session.feed(f, now),
             None => session.poll(now),
         };
+        // The store work first: it goes on while the PUBLISHes are handed over. Reads for the
+        // round; acknowledged records (and those that needed no PUBLISH) leaving in batches,
+        // made durable by the next checkpoint's commit or, failing that, by a sync of our own.
+        work.start(read, write);
         for p in publishes {
             if let Some(s) = stats {
                 s.publishes.fetch_add(1, Ordering::Relaxed);
@@ -370,10 +374,6 @@ async fn drive(
                 return Ok(End::Lost(format!("client request channel closed: {e}")));
             }
         }
-        // Reads for the round, and acknowledged records (and those that needed no PUBLISH)
-        // leaving in batches, made durable by the next checkpoint's commit or, failing that, by
-        // a sync of our own.
-        work.start(read, write);
     }
 }
 
