@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 
 use super::fetch::{self, FetchError};
 use super::payload::{OFFLINE, STATUS};
-use super::request::{Fetched, Next, Read, Write, Written};
+use super::request::{Next, Write, Written};
 use super::session::{Session, SessionConfig};
 use crate::clock::Clock;
 use crate::store::Store;
@@ -186,46 +186,69 @@ fn describe(e: &ConnectionError) -> String {
     }
 }
 
-/// The session's store work under way for one connection: at most one read and one write
-/// (the session asks for no more), each on a blocking thread (`fetch.rs`), never on a tokio
-/// worker.
+/// The session's store work for one connection, on blocking threads (`fetch.rs`), never on a
+/// tokio worker: its rounds, each with the reads it asks for, and its writes, one at a time,
+/// while the connection goes on.
+///
+/// A round's reads are carried out back to back on one blocking thread, each answer fed to the
+/// session there, until it asks for none: one hop to the blocking pool per round, not per read.
+/// An unpaced drain reads twice per frame (live records, then the frame's raw samples), and each
+/// hop costs two thread wake-ups: with a hop per read, the drain's sample rate halved on the
+/// 2-vCPU VM of docs/forward-session-figures.md. The driving task waits for the round (as it
+/// waited for the reads when they ran on it), and then handles the packets that came meanwhile.
 struct StoreWork {
     store: Arc<RwLock<Store>>,
     clock: Arc<dyn Clock>,
-    reads: JoinSet<Result<Fetched, FetchError>>,
     writes: JoinSet<Result<Written, FetchError>>,
 }
 
 impl StoreWork {
     fn new(store: Arc<RwLock<Store>>, clock: Arc<dyn Clock>) -> Self {
-        StoreWork { store, clock, reads: JoinSet::new(), writes: JoinSet::new() }
+        StoreWork { store, clock, writes: JoinSet::new() }
     }
 
-    /// Starts what the session asked for.
-    fn start(&mut self, read: Option<Read>, write: Option<Write>) {
-        if let Some(r) = read {
-            let store = self.store.clone();
-            self.reads.spawn_blocking(move || fetch::read(&store, &r));
-        }
-        if let Some(w) = write {
-            let (store, at) = (self.store.clone(), self.clock.now_ms());
-            self.writes.spawn_blocking(move || fetch::write(&store, &w, at));
-        }
+    /// Runs a round of `session` ([`Session::poll`] at `now_ms`). It starts here; once it asks
+    /// for a read, the session goes to a blocking thread and back (should that thread panic, a
+    /// stand-in, disconnected and empty, is left in its place and the error ends the forwarder).
+    async fn round(&self, session: &mut Session, now_ms: i64) -> Result<Next, ForwardError> {
+        let mut next = session.poll(now_ms);
+        let Some(first) = next.read.take() else { return Ok(next) };
+        let stand_in = Session::new(session.config().clone());
+        let mut s = std::mem::replace(session, stand_in);
+        let (store, mut publishes) = (self.store.clone(), next.publishes);
+        let task = tokio::task::spawn_blocking(move || {
+            let mut read = Some(first);
+            let mut next = Next::default();
+            while let Some(r) = read {
+                match fetch::read(&store, &r) {
+                    Ok(fetched) => next = s.feed(fetched, now_ms),
+                    Err(e) => return (s, Err(e)),
+                }
+                publishes.append(&mut next.publishes);
+                read = next.read.take();
+            }
+            (s, Ok(Next { publishes, ..next }))
+        });
+        let (s, next) = task.await.map_err(|e| ForwardError::Join(e.to_string()))?;
+        *session = s;
+        Ok(next?)
     }
 
-    /// The connection ended: drops the answer of the read under way (the session no longer
-    /// wants it), waits for the write under way, then carries out the session's last writes:
-    /// everything acknowledged applied (and the `Published` records still unledgered ledgered),
-    /// and made durable.
+    /// Starts a write the session asked for.
+    fn start(&mut self, write: Write) {
+        let (store, at) = (self.store.clone(), self.clock.now_ms());
+        self.writes.spawn_blocking(move || fetch::write(&store, &write, at));
+    }
+
+    /// The connection ended: waits for the write under way, then carries out the session's last
+    /// writes: everything acknowledged applied (and the `Published` records still unledgered
+    /// ledgered), and made durable.
     async fn close(&mut self, session: &mut Session) -> Result<(), ForwardError> {
-        while let Some(r) = self.reads.join_next().await {
-            joined(r)?;
-        }
         while let Some(r) = self.writes.join_next().await {
             session.written(joined(r)?, self.clock.monotonic_ms());
         }
         for w in session.flush() {
-            self.start(None, Some(w));
+            self.start(w);
             if let Some(r) = self.writes.join_next().await {
                 session.written(joined(r)?, self.clock.monotonic_ms());
             }
@@ -278,16 +301,6 @@ struct Deps<'a> {
     stats: Option<&'a ForwardStats>,
 }
 
-/// What woke the driving task.
-enum Wake {
-    /// A packet or an error from the event loop.
-    Event(Result<Event, ConnectionError>),
-    /// The answer to the session's read.
-    Fetched(Fetched),
-    /// Anything else: a write done, the outbox grew, a timer.
-    Other,
-}
-
 async fn drive(
     session: &mut Session,
     client: &AsyncClient,
@@ -299,28 +312,20 @@ async fn drive(
     let Deps { outbox_grew, clock, stats } = *deps;
     loop {
         let wake = session.wake_in_ms(clock.monotonic_ms()).unwrap_or(1000).clamp(1, 1000) as u64;
-        let woke = tokio::select! {
+        let mut next = tokio::select! {
             ev = rx.recv() => match ev {
-                Some(ev) => Wake::Event(ev),
+                Some(ev) => Some(ev),
                 None => return Ok(End::Lost("event loop ended".into())),
             },
-            Some(r) = work.reads.join_next(), if !work.reads.is_empty() => {
-                Wake::Fetched(joined(r)?)
-            }
             Some(r) = work.writes.join_next(), if !work.writes.is_empty() => {
                 session.written(joined(r)?, clock.monotonic_ms());
-                Wake::Other
+                None
             }
-            _ = outbox_grew.notified() => Wake::Other,
-            _ = tokio::time::sleep(Duration::from_millis(wake)) => Wake::Other,
+            _ = outbox_grew.notified() => None,
+            _ = tokio::time::sleep(Duration::from_millis(wake)) => None,
             _ = shutdown.changed() => return Ok(End::Shutdown),
         };
-        // Handle every packet already delivered before going on with the session's round.
-        let (mut next, fetched) = match woke {
-            Wake::Event(ev) => (Some(ev), None),
-            Wake::Fetched(f) => (rx.try_recv().ok(), Some(f)),
-            Wake::Other => (rx.try_recv().ok(), None),
-        };
+        // Handle every packet already delivered before the session's next round.
         while let Some(ev) = next {
             let now = clock.monotonic_ms();
             match ev {
@@ -356,14 +361,13 @@ async fn drive(
         if session.stalled(now) {
             return Ok(End::Lost("stalled: PUBLISHes in flight and no PUBACK".into()));
         }
-        let Next { publishes, read, write } = match fetched {
-            Some(f) => session.feed(f, now),
-            None => session.poll(now),
-        };
-        // The store work first: it goes on while the PUBLISHes are handed over. Reads for the
-        // round; acknowledged records (and those that needed no PUBLISH) leaving in batches,
-        // made durable by the next checkpoint's commit or, failing that, by a sync of our own.
-        work.start(read, write);
+        let Next { publishes, write, .. } = work.round(session, now).await?;
+        // Acknowledged records (and those that needed no PUBLISH) leave in batches, made durable
+        // by the next checkpoint's commit or, failing that, by a sync of our own; the write goes
+        // on while the PUBLISHes are handed over.
+        if let Some(w) = write {
+            work.start(w);
+        }
         for p in publishes {
             if let Some(s) = stats {
                 s.publishes.fetch_add(1, Ordering::Relaxed);

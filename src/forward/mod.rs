@@ -13,9 +13,12 @@
 //!
 //! The shell:
 //! - `client`: the async shell (rumqttc event loop, reconnect backoff); it carries out the
-//!   session's reads and writes on blocking threads, with
+//!   session's reads (a round's back to back) and writes on blocking threads, with
 //! - `fetch`: those reads and writes against the daemon's `RwLock<Store>` (which lock each takes).
 //! - `security`: secrets files and TLS (rustls with ring).
+//!
+//! Unit tests of the core answer its requests from `outbox_model` (an in-memory outbox and
+//! journal) and play the broker with `fake_broker`.
 //!
 //! Wiring: the daemon wraps its `Store` in `Arc<parking_lot::RwLock<Store>>`, builds a [`ForwarderConfig`] with
 //! [`ForwarderConfig::from_config`], and spawns [`run`] with a `tokio::sync::Notify` it calls
