@@ -252,7 +252,8 @@ impl Session {
         if self.status_due {
             self.status_due = false;
             let topic = format!("{}/{STATUS}", self.cfg.topic_root);
-            out.push(self.flight(topic, ONLINE.to_vec(), true, Vec::new(), None));
+            self.flights.push(ONLINE.len(), Vec::new(), None);
+            out.push(Publish { topic, payload: ONLINE.to_vec(), retain: true });
         }
         self.pace.refill(now_ms);
         self.round = Some(if self.bounded { Step::Room } else { Step::Boundary });
@@ -341,20 +342,9 @@ impl Session {
         self.acks.acknowledged(taken.unpublishable, now_ms);
         for Item { topic_suffix, payload, seqs, part_of } in taken.items {
             let topic = format!("{}/{topic_suffix}", self.cfg.topic_root);
-            out.push(self.flight(topic, payload, false, seqs, part_of));
+            self.flights.push(payload.len(), seqs, part_of);
+            out.push(Publish { topic, payload, retain: false });
         }
-    }
-
-    fn flight(
-        &mut self,
-        topic: String,
-        payload: Vec<u8>,
-        retain: bool,
-        seqs: Vec<u64>,
-        part_of: Option<(u64, usize)>,
-    ) -> Publish {
-        self.flights.push(payload.len(), seqs, part_of);
-        Publish { topic, payload, retain }
     }
 
     /// What the shell is to do now; between rounds, the write that is due, if none is under way.
