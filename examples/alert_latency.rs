@@ -50,7 +50,7 @@ use tokio::sync::{mpsc, Notify};
 use linegate::clock::SystemClock;
 use linegate::config::{Config, MqttForwardConfig, WatermarkBound};
 use linegate::event::{ClockEvidence, ClockState, Event, Metric, Quality, Unit};
-use linegate::forward::{run, ForwarderConfig, OutboxSource, SessionConfig};
+use linegate::forward::{run, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
 use linegate::rule::{Engine, Params};
 use linegate::store::{Store, StoreOptions};
@@ -181,7 +181,7 @@ async fn bench(
     };
     let grew = Arc::new(Notify::new());
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let src: Arc<dyn OutboxSource> = store.clone();
+    let src = store.clone();
     let task =
         tokio::spawn(run(cfg, src, grew.clone(), Arc::new(SystemClock::new()), stop_rx, None));
     tokio::time::sleep(Duration::from_millis(300)).await; // connected, backlog under way

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
 use linegate::config::MqttForwardConfig;
-use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
+use linegate::forward::{run, ForwardStats, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -183,7 +183,7 @@ async fn drain(args: &[String]) {
     let (subscriber, delivered) = subscribe_events(port, clock.clone()).await;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let stats = Arc::new(ForwardStats::default());
-    let src: Arc<dyn OutboxSource> = store.clone();
+    let src = store.clone();
     let start = clock.monotonic_ms();
     let task = tokio::spawn(run(
         cfg,

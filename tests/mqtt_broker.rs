@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use linegate::clock::SystemClock;
-use linegate::forward::{run, ForwardStats, ForwarderConfig, OutboxSource, SessionConfig};
+use linegate::forward::{run, ForwardStats, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::{GapNotice, GapRange, OutboxRecord};
 use linegate::records::samples_codec::SamplesFrame;
 use support::mqtt::*;
@@ -60,7 +60,7 @@ fn spawn(cfg: ForwarderConfig, store: &TestStore) -> Running {
     let (shutdown, rx) = watch::channel(false);
     let notify = Arc::new(Notify::new());
     let stats = Arc::new(ForwardStats::default());
-    let src: Arc<dyn OutboxSource> = store.store.clone();
+    let src = store.store.clone();
     let task = tokio::spawn(run(
         cfg,
         src,

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::{read, AppError, ForwardCtx, ForwardSlot, SharedStore};
 use crate::clock::{Clock, SystemClock};
-use crate::forward::{ForwardError, ForwarderConfig, OutboxSource};
+use crate::forward::{ForwardError, ForwarderConfig};
 
 /// How long a stopping pipeline waits for the outbox to drain by default (well inside systemd's
 /// `TimeoutStopSec=30s`).
@@ -35,11 +35,10 @@ pub fn mqtt(cfg: ForwarderConfig, drain: Duration) -> ForwardSlot {
 async fn run_mqtt(cfg: ForwarderConfig, drain: Duration, ctx: ForwardCtx) -> Result<(), AppError> {
     let ForwardCtx { store, outbox_grew, mut stop, stats } = ctx;
     let (stop_forwarder, forwarder_stop) = watch::channel(false);
-    let src: Arc<dyn OutboxSource> = store.clone();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let mut task = tokio::spawn(crate::forward::run(
         cfg,
-        src,
+        store.clone(),
         outbox_grew,
         clock,
         forwarder_stop,

@@ -56,7 +56,7 @@ pub use forward::{ForwardCtx, ForwardSlot};
 /// The store, shared by every stage. Writes take the lock exclusively ([`lock`]); commits take
 /// it shared ([`read`], after a write guard's `downgrade`), so the forwarder reads new records
 /// (with `read_recursive`, which joins a held read even while a writer waits) during a commit;
-/// its backlog reads are fair and let waiting writers go first (`forward::source`).
+/// its backlog reads are fair and let waiting writers go first (`forward::fetch`).
 pub type SharedStore = Arc<RwLock<Store>>;
 
 /// A named fault-injection point of the pipeline (`failpoints` feature): a `return` action makes

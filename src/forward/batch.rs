@@ -1,6 +1,6 @@
 //! Turns the record at the head of a stream into PUBLISH payloads: the events of one sensor in
 //! the stream's buffer (up to a gap notice of that sensor) batched into one `{"events": [...]}`, raw samples split into frames that fit, oversized
-//! records handled so that none can loop. Pure apart from reading raw samples through the source.
+//! records handled so that none can loop. Pure: the raw samples of a record are read beforehand.
 
 use std::collections::VecDeque;
 
@@ -9,8 +9,8 @@ use super::payload::{
     BATCH_BASE,
 };
 use super::session::SessionConfig;
-use super::source::{OutboxSource, SourceError};
 use crate::records::outbox::OutboxRecord;
+use crate::trace::SamplesRecord;
 
 /// One PUBLISH's content and the records it completes.
 #[derive(Debug)]
@@ -37,17 +37,18 @@ fn item(topic_suffix: String, payload: Vec<u8>, seq: u64) -> Item {
 }
 
 /// Takes the head record of `queue` (with the events batched behind it, at most `budget` records
-/// in all) and returns its PUBLISHes. `queue` must not be empty for anything to happen.
+/// in all) and returns its PUBLISHes. `queue` must not be empty for anything to happen. When the
+/// head is a `Samples` record, `samples` are its raw samples (`None`: gone from the journal).
 pub(super) fn next_payloads(
     queue: &mut VecDeque<(u64, OutboxRecord)>,
     replayed: bool,
     budget: usize,
     cfg: &SessionConfig,
-    src: &dyn OutboxSource,
+    samples: Option<SamplesRecord>,
     now_ms: i64,
-) -> Result<Taken, SourceError> {
+) -> Taken {
     let mut taken = Taken::default();
-    let Some((seq, rec)) = queue.pop_front() else { return Ok(taken) };
+    let Some((seq, rec)) = queue.pop_front() else { return taken };
     taken.records = 1;
     let suffix = rec.topic_suffix();
     let limit = payload_limit(cfg.max_packet, &format!("{}/{suffix}", cfg.topic_root));
@@ -64,7 +65,7 @@ pub(super) fn next_payloads(
             }
         },
         OutboxRecord::Gap(g) => taken.items.push(item(suffix, g.to_json(), seq)),
-        OutboxRecord::Samples { journal_pos, .. } => match src.samples(journal_pos)? {
+        OutboxRecord::Samples { journal_pos, .. } => match samples {
             None => {
                 tracing::warn!(seq, journal_pos, "raw samples no longer in the journal: skipped");
                 taken.unpublishable.push(seq);
@@ -96,7 +97,7 @@ pub(super) fn next_payloads(
                     "event does not fit the broker's maximum packet: a gap notice replaces it");
                 let payload = oversized_event_gap(&machine, &sensor, event_seq, now_ms);
                 taken.items.push(item(format!("gaps/{sensor}"), payload, seq));
-                return Ok(taken);
+                return taken;
             }
             let mut seqs = vec![seq];
             let mut bodies = vec![json];
@@ -135,5 +136,5 @@ pub(super) fn next_payloads(
             taken.items.push(Item { topic_suffix: suffix, payload, seqs, part_of: None });
         }
     }
-    Ok(taken)
+    taken
 }

@@ -1,6 +1,7 @@
 //! The async shell around the session core: one rumqttc client per connection attempt, its event
 //! loop polled in a task of its own (it never publishes), PUBLISHes made from the driving task,
-//! acknowledgements applied to the store and made durable, bounded jittered reconnect backoff.
+//! the session's reads and writes carried out against the store (`fetch.rs`) on blocking threads
+//! and their answers fed back, bounded jittered reconnect backoff.
 //!
 //! Each attempt builds a fresh `AsyncClient` + `EventLoop` and drops them when the connection
 //! ends, so nothing rumqttc queued or kept in flight survives into the next connection: the
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::RwLock;
 use rumqttc::{
     AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, NetworkOptions,
     Outgoing, Packet, QoS, TlsConfiguration, Transport,
@@ -20,9 +22,12 @@ use rumqttc::{
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use super::session::{Session, SessionConfig, OFFLINE, STATUS};
-use super::source::{OutboxSource, SourceError};
+use super::fetch::{self, FetchError};
+use super::payload::{OFFLINE, STATUS};
+use super::request::{Next, Write, Written};
+use super::session::{Session, SessionConfig};
 use crate::clock::Clock;
+use crate::store::Store;
 
 /// Everything the shell needs, resolved (secrets read, TLS built).
 #[derive(Debug, Clone)]
@@ -45,7 +50,7 @@ pub struct ForwarderConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
     #[error("forwarder: {0}")]
-    Source(#[from] SourceError),
+    Store(#[from] FetchError),
     #[error("forwarder: a blocking store task failed: {0}")]
     Join(String),
 }
@@ -62,7 +67,7 @@ enum End {
 /// store fails (the daemon then reopens the store and restarts the forwarder).
 pub async fn run(
     cfg: ForwarderConfig,
-    src: Arc<dyn OutboxSource>,
+    store: Arc<RwLock<Store>>,
     outbox_grew: Arc<Notify>,
     clock: Arc<dyn Clock>,
     mut shutdown: watch::Receiver<bool>,
@@ -80,17 +85,16 @@ pub async fn run(
         let (client, eventloop) = build(&cfg);
         let (tx, rx) = mpsc::unbounded_channel();
         let poller = tokio::spawn(poll(eventloop, tx));
-        let deps =
-            Deps { src: &src, outbox_grew: &outbox_grew, clock: &*clock, stats: stats.as_deref() };
-        let mut tasks = JoinSet::new();
-        let end = drive(&mut session, &client, rx, &deps, &mut shutdown, &mut tasks).await;
+        let deps = Deps { outbox_grew: &outbox_grew, clock: &*clock, stats: stats.as_deref() };
+        let mut work = StoreWork::new(store.clone(), clock.clone());
+        let end = drive(&mut session, &client, rx, &deps, &mut shutdown, &mut work).await;
         let connected = session.connected();
         session.on_disconnect();
         if let Some(s) = &stats {
             s.session_ended(connected && !matches!(end, Ok(End::Shutdown)));
         }
         let end = match end {
-            Ok(end) => flush_acks(&mut session, &src, &*clock, &mut tasks).await.map(|()| end),
+            Ok(end) => work.close(&mut session).await.map(|()| end),
             Err(e) => Err(e),
         };
         match end {
@@ -182,74 +186,81 @@ fn describe(e: &ConnectionError) -> String {
     }
 }
 
-/// Store work for acknowledgements, each on a blocking thread; at most one runs at a time, so the
-/// ledger keeps its order.
-type StoreTasks = JoinSet<Result<Done, SourceError>>;
-
-/// What a finished store task did.
-#[derive(Debug)]
-enum Done {
-    /// Applied acknowledgements (not durable yet).
-    Applied,
-    /// Made the applied ones durable.
-    Synced,
+/// The session's store work for one connection, on blocking threads (`fetch.rs`), never on a
+/// tokio worker: its rounds, each with the reads it asks for, and its writes, one at a time,
+/// while the connection goes on.
+///
+/// A round's reads are carried out back to back on one blocking thread, each answer fed to the
+/// session there, until it asks for none: one hop to the blocking pool per round, not per read.
+/// An unpaced drain reads twice per frame (live records, then the frame's raw samples), and each
+/// hop costs two thread wake-ups: with a hop per read, the drain's sample rate halved on a 2-vCPU
+/// VM (docs/performance.md, "Forwarder session as a request/feed state machine"). The driving
+/// task waits for the round (as it waited for the reads when they ran on it), and then handles
+/// the packets that came meanwhile.
+struct StoreWork {
+    store: Arc<RwLock<Store>>,
+    clock: Arc<dyn Clock>,
+    writes: JoinSet<Result<Written, FetchError>>,
 }
 
-/// Starts removing the acknowledged records from the outbox on a blocking thread, ledgering
-/// `Published` for the records written since the last time in the same batch. No fsync: the
-/// store's next commit makes it durable (see [`start_sync`]). The connection goes on meanwhile.
-fn start_apply(
-    session: &mut Session,
-    src: &Arc<dyn OutboxSource>,
-    clock: &dyn Clock,
-    tasks: &mut StoreTasks,
-) {
-    let acks = session.take_acks();
-    let published = session.take_published();
-    if acks.is_empty() && published.is_empty() {
-        return;
+impl StoreWork {
+    fn new(store: Arc<RwLock<Store>>, clock: Arc<dyn Clock>) -> Self {
+        StoreWork { store, clock, writes: JoinSet::new() }
     }
-    let (src, at) = (src.clone(), clock.now_ms());
-    tasks.spawn_blocking(move || src.ack(&published, &acks, at).map(|()| Done::Applied));
-}
 
-/// Starts making applied acknowledgements durable (one commit, unless a checkpoint's commit has
-/// made them so already) on a blocking thread.
-fn start_sync(src: &Arc<dyn OutboxSource>, tasks: &mut StoreTasks) {
-    let src = src.clone();
-    tasks.spawn_blocking(move || src.sync().map(|_| Done::Synced));
-}
+    /// Runs a round of `session` ([`Session::poll`] at `now_ms`). It starts here; once it asks
+    /// for a read, the session goes to a blocking thread and back (should that thread panic, a
+    /// stand-in, disconnected and empty, is left in its place and the error ends the forwarder).
+    async fn round(&self, session: &mut Session, now_ms: i64) -> Result<Next, ForwardError> {
+        let mut next = session.poll(now_ms);
+        let Some(first) = next.read.take() else { return Ok(next) };
+        let stand_in = Session::new(session.config().clone());
+        let mut s = std::mem::replace(session, stand_in);
+        let (store, mut publishes) = (self.store.clone(), next.publishes);
+        let task = tokio::task::spawn_blocking(move || {
+            let mut read = Some(first);
+            let mut next = Next::default();
+            while let Some(r) = read {
+                match fetch::read(&store, &r) {
+                    Ok(fetched) => next = s.feed(fetched, now_ms),
+                    Err(e) => return (s, Err(e)),
+                }
+                publishes.append(&mut next.publishes);
+                read = next.read.take();
+            }
+            (s, Ok(Next { publishes, ..next }))
+        });
+        let (s, next) = task.await.map_err(|e| ForwardError::Join(e.to_string()))?;
+        *session = s;
+        Ok(next?)
+    }
 
-/// The outcome of a finished store task, told to the session.
-fn task_done(
-    r: Option<Result<Result<Done, SourceError>, tokio::task::JoinError>>,
-    session: &mut Session,
-    clock: &dyn Clock,
-) -> Result<(), ForwardError> {
-    if let Some(r) = r {
-        match r.map_err(|e| ForwardError::Join(e.to_string()))?? {
-            Done::Applied => session.applied(clock.monotonic_ms()),
-            Done::Synced => session.synced(),
+    /// Starts a write the session asked for.
+    fn start(&mut self, write: Write) {
+        let (store, at) = (self.store.clone(), self.clock.now_ms());
+        self.writes.spawn_blocking(move || fetch::write(&store, &write, at));
+    }
+
+    /// The connection ended: waits for the write under way, then carries out the session's last
+    /// writes: everything acknowledged applied (and the `Published` records still unledgered
+    /// ledgered), and made durable.
+    async fn close(&mut self, session: &mut Session) -> Result<(), ForwardError> {
+        while let Some(r) = self.writes.join_next().await {
+            session.written(joined(r)?, self.clock.monotonic_ms());
         }
+        for w in session.flush() {
+            self.start(w);
+            if let Some(r) = self.writes.join_next().await {
+                session.written(joined(r)?, self.clock.monotonic_ms());
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-/// The connection ended: waits for the running store task, then applies everything
-/// acknowledged (and ledgers the `Published` records still unledgered) and makes it durable.
-async fn flush_acks(
-    session: &mut Session,
-    src: &Arc<dyn OutboxSource>,
-    clock: &dyn Clock,
-    tasks: &mut StoreTasks,
-) -> Result<(), ForwardError> {
-    while !tasks.is_empty() {
-        task_done(tasks.join_next().await, session, clock)?;
-    }
-    start_apply(session, src, clock, tasks);
-    task_done(tasks.join_next().await, session, clock)?;
-    start_sync(src, tasks);
-    task_done(tasks.join_next().await, session, clock)
+/// The outcome of a finished store task.
+fn joined<T>(r: Result<Result<T, FetchError>, tokio::task::JoinError>) -> Result<T, ForwardError> {
+    Ok(r.map_err(|e| ForwardError::Join(e.to_string()))??)
 }
 
 /// Counters a caller may watch (tests, benchmarks, metrics).
@@ -286,7 +297,6 @@ impl ForwardStats {
 
 /// What one connection attempt works with.
 struct Deps<'a> {
-    src: &'a Arc<dyn OutboxSource>,
     outbox_grew: &'a Notify,
     clock: &'a dyn Clock,
     stats: Option<&'a ForwardStats>,
@@ -298,37 +308,31 @@ async fn drive(
     mut rx: mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
     deps: &Deps<'_>,
     shutdown: &mut watch::Receiver<bool>,
-    tasks: &mut StoreTasks,
+    work: &mut StoreWork,
 ) -> Result<End, ForwardError> {
-    let Deps { src, outbox_grew, clock, stats } = *deps;
+    let Deps { outbox_grew, clock, stats } = *deps;
     loop {
-        // While a store task runs, its end wakes us; a due one must not spin the loop meanwhile.
-        let wake = if tasks.is_empty() {
-            session.wake_in_ms(clock.monotonic_ms())
-        } else {
-            session.pace_in_ms()
-        };
-        let wake = wake.unwrap_or(1000).clamp(1, 1000) as u64;
+        let wake = session.wake_in_ms(clock.monotonic_ms()).unwrap_or(1000).clamp(1, 1000) as u64;
         let mut next = tokio::select! {
             ev = rx.recv() => match ev {
                 Some(ev) => Some(ev),
                 None => return Ok(End::Lost("event loop ended".into())),
             },
-            done = tasks.join_next(), if !tasks.is_empty() => {
-                task_done(done, session, clock)?;
+            Some(r) = work.writes.join_next(), if !work.writes.is_empty() => {
+                session.written(joined(r)?, clock.monotonic_ms());
                 None
             }
             _ = outbox_grew.notified() => None,
             _ = tokio::time::sleep(Duration::from_millis(wake)) => None,
             _ = shutdown.changed() => return Ok(End::Shutdown),
         };
-        // Handle everything already delivered before looking at store tasks and PUBLISHes.
+        // Handle every packet already delivered before the session's next round.
         while let Some(ev) = next {
             let now = clock.monotonic_ms();
             match ev {
                 Err(e) => return Ok(End::Lost(describe(&e))),
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                    session.on_connack(now, &**src)?;
+                    session.on_connack(now);
                     if let Some(s) = stats {
                         s.connects.fetch_add(1, Ordering::Relaxed);
                         s.connected.store(true, Ordering::Relaxed);
@@ -354,10 +358,18 @@ async fn drive(
         if let Some(s) = stats {
             s.in_flight.store(session.in_flight(), Ordering::Relaxed);
         }
-        if session.stalled(clock.monotonic_ms()) {
+        let now = clock.monotonic_ms();
+        if session.stalled(now) {
             return Ok(End::Lost("stalled: PUBLISHes in flight and no PUBACK".into()));
         }
-        for p in session.next_publishes(clock.monotonic_ms(), &**src)? {
+        let Next { publishes, write, .. } = work.round(session, now).await?;
+        // Acknowledged records (and those that needed no PUBLISH) leave in batches, made durable
+        // by the next checkpoint's commit or, failing that, by a sync of our own; the write goes
+        // on while the PUBLISHes are handed over.
+        if let Some(w) = write {
+            work.start(w);
+        }
+        for p in publishes {
             if let Some(s) = stats {
                 s.publishes.fetch_add(1, Ordering::Relaxed);
                 s.inflight_peak.fetch_max(session.in_flight(), Ordering::Relaxed);
@@ -367,19 +379,10 @@ async fn drive(
                 return Ok(End::Lost(format!("client request channel closed: {e}")));
             }
         }
-        // Acknowledged records (and those that needed no PUBLISH) leave in batches, made durable
-        // by the next checkpoint's commit or, failing that, by a sync of our own.
-        let now = clock.monotonic_ms();
-        if tasks.is_empty() && session.commit_due(now) {
-            start_apply(session, src, clock, tasks);
-        } else if tasks.is_empty() && session.sync_due(now) {
-            start_sync(src, tasks);
-        }
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

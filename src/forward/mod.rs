@@ -1,31 +1,55 @@
 //! MQTT store-and-forward (issue 4, docs/contracts.md section 10): the outbox drained to a broker with
 //! QoS 1, each record removed only after its PUBACK. The only code that touches rumqttc.
 //!
-//! - `session`: the pure session core (what to publish, PUBACK correlation, pace, priority);
-//!   `batch` and `payload` build the payloads; `samples_codec` (crate root) encodes raw frames.
-//! - `client`: the async shell (rumqttc event loop, reconnect backoff, acknowledgement commits).
-//! - `source`: the [`OutboxSource`] trait the daemon's store implements.
+//! The core, pure (no I/O, no clock):
+//! - `session`: the session core, a request/feed state machine: what to publish, PUBACK
+//!   correlation, pace, priority, and what it needs of the store, said as values
+//!   ([`Next`]: PUBLISHes, a [`Read`], a [`Write`]) and answered by the shell ([`Fetched`],
+//!   [`Written`]). Its parts: `request` (the vocabulary between core and shell), `streams` (the
+//!   records held in memory per stream and the reads that top them up), `flights` (PUBLISHes
+//!   awaiting a PUBACK), `acks` (when acknowledgements are applied and made durable), `pace`
+//!   (the backlog's token bucket); `batch` and `payload` build the payloads; `samples_codec`
+//!   (in `crate::records`) encodes raw frames.
+//!
+//! The shell:
+//! - `client`: the async shell (rumqttc event loop, reconnect backoff); it carries out the
+//!   session's reads (a round's back to back) and writes on blocking threads, with
+//! - `fetch`: those reads and writes against the daemon's `RwLock<Store>` (which lock each takes).
 //! - `security`: secrets files and TLS (rustls with ring).
+//!
+//! Unit tests of the core answer its requests from `outbox_model` (an in-memory outbox and
+//! journal) and play the broker with `fake_broker`.
 //!
 //! Wiring: the daemon wraps its `Store` in `Arc<parking_lot::RwLock<Store>>`, builds a [`ForwarderConfig`] with
 //! [`ForwarderConfig::from_config`], and spawns [`run`] with a `tokio::sync::Notify` it calls
 //! `notify_one()` on after every checkpoint that added outbox records. The forwarder keeps
 //! nothing the store does not: restarted on the same store, it sends everything still pending.
 
+mod acks;
 mod batch;
 mod client;
+#[cfg(test)]
+mod fake_broker;
+mod fetch;
+mod flights;
+#[cfg(test)]
+mod outbox_model;
+mod pace;
 mod payload;
+mod request;
 mod security;
 mod session;
-mod source;
+mod streams;
 
 use std::path::Path;
 use std::time::Duration;
 
 pub use client::{run, ForwardError, ForwardStats, ForwarderConfig};
+pub use fetch::FetchError;
+pub use payload::{OFFLINE, ONLINE, STATUS};
+pub use request::{Fetched, Next, Publish, Read, Stream, Write, Written};
 pub use security::{client_config, read_password, read_secret, secret_path, SecurityError};
-pub use session::{Publish, Session, SessionConfig, OFFLINE, ONLINE, STATUS};
-pub use source::{Lane, LaneScan, MemorySource, OutboxSource, SourceError};
+pub use session::{Session, SessionConfig};
 
 use crate::config::Config;
 

@@ -5,6 +5,12 @@ use crate::records::outbox::{GapNotice, GapRange};
 use crate::records::samples_codec::{encoded_len, SamplesFrame};
 use crate::trace::SamplesRecord;
 
+/// Topic suffix of the retained status.
+pub const STATUS: &str = "status";
+/// The retained status payload while connected; the last will says `offline`.
+pub const ONLINE: &[u8] = br#"{"state":"online"}"#;
+pub const OFFLINE: &[u8] = br#"{"state":"offline"}"#;
+
 /// Bytes of a QoS 1 PUBLISH that are not payload: fixed header (at most 5), topic length (2),
 /// the topic, packet id (2).
 pub(super) fn publish_overhead(topic: &str) -> usize {
@@ -115,7 +121,6 @@ pub(super) fn sample_frames(s: &SamplesRecord, limit: usize) -> Vec<Vec<u8>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::event::Unit;

@@ -106,7 +106,6 @@ pub fn client_config(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

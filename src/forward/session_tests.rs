@@ -1,116 +1,22 @@
-//! The session core without a network: a fake broker answers PUBLISHes in order.
+//! The session core's rules without a network or a store: a fake broker answers PUBLISHes in
+//! order, an in-memory outbox answers the session's reads and writes.
 
 use super::*;
 use crate::event::Unit;
-use crate::forward::MemorySource;
-use crate::records::ledger::LedgerEntry;
+use crate::forward::fake_broker::{alert, cfg, event, events_in, Fake};
+use crate::forward::outbox_model::OutboxModel;
 use crate::records::outbox::{GapNotice, GapRange};
-use crate::trace::SamplesRecord;
-
-pub(super) fn cfg() -> SessionConfig {
-    SessionConfig {
-        topic_root: "lg/gw".into(),
-        inflight: 4,
-        inflight_bytes: 1 << 20,
-        max_packet: 4096,
-        replay_rate: 0,
-        batch_events: 3,
-        buffer: 8,
-        stall_ms: 10_000,
-        commit_acks: 100,
-        commit_ms: 50,
-        sync_ms: 1000,
-    }
-}
-
-pub(super) fn event(sensor: &str, seq: u64) -> OutboxRecord {
-    let json = format!(r#"{{"event_id":"m.{sensor}.{seq}","seq":{seq},"ts_ms":{}}}"#, 1000 * seq);
-    OutboxRecord::Event {
-        machine: "m".into(),
-        sensor: sensor.into(),
-        seq,
-        event_id: format!("m.{sensor}.{seq}"),
-        json: json.into_bytes(),
-    }
-}
-
-fn alert(n: u32) -> OutboxRecord {
-    OutboxRecord::Alert {
-        machine: "m".into(),
-        alert_id: format!("a{n}"),
-        revision: 0,
-        json: format!(r#"{{"alert_id":"a{n}","also":[]}}"#).into_bytes(),
-    }
-}
-
-/// A broker that assigns packet ids in order and acknowledges on request.
-pub(super) struct Fake {
-    pub(super) s: Session,
-    next_pkid: u16,
-    /// Packet ids written and not yet acknowledged.
-    pub(super) outstanding: Vec<u16>,
-}
-
-impl Fake {
-    pub(super) fn connect(cfg: SessionConfig, src: &MemorySource) -> Fake {
-        let mut s = Session::new(cfg);
-        s.on_connack(0, src).unwrap();
-        Fake { s, next_pkid: 1, outstanding: Vec::new() }
-    }
-    /// Asks for PUBLISHes and reports each as written; returns them.
-    pub(super) fn pump(&mut self, now: i64, src: &MemorySource) -> Vec<(u16, Publish)> {
-        let out = self.s.next_publishes(now, src).unwrap();
-        let mut got = Vec::new();
-        for p in out {
-            let pkid = self.next_pkid;
-            self.next_pkid += 1;
-            assert!(self.s.on_outgoing_publish(pkid));
-            got.push((pkid, p));
-            self.outstanding.push(pkid);
-        }
-        got
-    }
-    pub(super) fn ack_all(&mut self, pkids: &[u16], now: i64, src: &MemorySource) {
-        for &p in pkids {
-            assert!(self.s.on_puback(p, now));
-            self.outstanding.retain(|&o| o != p);
-        }
-        let acks = self.s.take_acks();
-        if !acks.is_empty() {
-            src.ack(&self.s.take_published(), &acks, now).unwrap();
-        }
-    }
-    /// Pumps and acknowledges until nothing is left to send.
-    pub(super) fn drain(&mut self, src: &MemorySource) -> Vec<Publish> {
-        let mut all = Vec::new();
-        for now in 1..10_000 {
-            let got = self.pump(now, src);
-            let quiet = got.is_empty() && self.s.acks_waiting() == 0;
-            let pkids = self.outstanding.clone();
-            self.ack_all(&pkids, now, src);
-            if quiet && pkids.is_empty() {
-                break;
-            }
-            all.extend(got.into_iter().map(|(_, p)| p));
-        }
-        all
-    }
-}
-
-pub(super) fn events_in(p: &Publish) -> Vec<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_slice(&p.payload).unwrap();
-    v["events"].as_array().cloned().unwrap_or_default()
-}
+use std::collections::HashMap;
 
 #[test]
 fn status_first_then_alerts_then_batched_events_and_acks_only_on_puback() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut f = Fake::connect(cfg(), &src);
     for i in 1..=4 {
-        src.push(event("s1", i)).unwrap();
+        src.push(event("s1", i));
     }
-    src.push(alert(1)).unwrap();
-    let got = f.pump(1, &src);
+    src.push(alert(1));
+    let got = f.pump(1, &mut src);
     assert_eq!(got[0].1.topic, "lg/gw/status");
     assert!(got[0].1.retain);
     assert_eq!(got[0].1.payload, ONLINE);
@@ -122,46 +28,46 @@ fn status_first_then_alerts_then_batched_events_and_acks_only_on_puback() {
     assert_eq!(first[0].get("replayed"), None, "live events are not marked");
     assert_eq!(events_in(&got[3].1)[0]["seq"], 4);
     // Nothing leaves the outbox before its PUBACK; a PUBACK acknowledges exactly its records.
-    assert_eq!(src.pending_seqs().unwrap().len(), 5);
-    f.ack_all(&[got[2].0], 2, &src);
-    assert_eq!(src.pending_seqs().unwrap(), vec![4, 5]);
+    assert_eq!(src.pending_seqs().len(), 5);
+    f.ack_all(&[got[2].0], 2, &mut src);
+    assert_eq!(src.pending_seqs(), vec![4, 5]);
     assert!(!f.s.on_puback(999, 3), "unknown packet id");
 }
 
 #[test]
 fn records_pending_at_connack_are_backlog_replayed_after_live() {
-    let src = MemorySource::new();
-    src.push(event("s1", 1)).unwrap();
-    src.push(event("s1", 2)).unwrap();
+    let mut src = OutboxModel::new();
+    src.push(event("s1", 1));
+    src.push(event("s1", 2));
     let mut f = Fake::connect(cfg(), &src);
-    src.push(event("s2", 1)).unwrap();
-    let all = f.drain(&src);
+    src.push(event("s2", 1));
+    let all = f.drain(&mut src);
     let events: Vec<&Publish> = all.iter().filter(|p| p.topic.contains("/events/")).collect();
     assert_eq!(events[0].topic, "lg/gw/events/m/s2", "live goes before backlog");
     assert_eq!(events_in(events[0])[0].get("replayed"), None);
     let replayed = events_in(events[1]);
     assert_eq!(replayed.len(), 2);
     assert!(replayed.iter().all(|e| e["replayed"] == true));
-    assert!(src.pending_seqs().unwrap().is_empty());
+    assert!(src.pending_seqs().is_empty());
 }
 
 #[test]
 fn a_disconnect_resends_everything_unacknowledged_after_the_next_connack() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut f = Fake::connect(cfg(), &src);
     for i in 1..=2 {
-        src.push(event("s1", i)).unwrap();
+        src.push(event("s1", i));
     }
-    src.push(alert(7)).unwrap();
-    let got = f.pump(1, &src);
+    src.push(alert(7));
+    let got = f.pump(1, &mut src);
     assert_eq!(got.len(), 3); // status, alert, one batch
-    f.ack_all(&[got[1].0], 2, &src); // only the alert is acknowledged
+    f.ack_all(&[got[1].0], 2, &mut src); // only the alert is acknowledged
     f.s.on_disconnect();
     f.outstanding.clear(); // the connection and its packet ids are gone
     assert_eq!(f.s.in_flight(), 0);
-    assert!(f.s.next_publishes(3, &src).unwrap().is_empty(), "nothing while disconnected");
-    f.s.on_connack(4, &src).unwrap();
-    let again = f.drain(&src);
+    assert!(f.pump(3, &mut src).is_empty(), "nothing while disconnected");
+    f.reconnect(4, &src);
+    let again = f.drain(&mut src);
     let batches: Vec<_> = again.iter().filter(|p| p.topic.contains("/events/")).collect();
     assert_eq!(batches.len(), 1);
     let evs = events_in(batches[0]);
@@ -172,19 +78,19 @@ fn a_disconnect_resends_everything_unacknowledged_after_the_next_connack() {
 
 #[test]
 fn in_flight_window_is_bounded() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut c = cfg();
     c.batch_events = 1;
     let mut f = Fake::connect(c, &src);
     for i in 1..=20 {
-        src.push(event("s1", i)).unwrap();
+        src.push(event("s1", i));
     }
-    let got = f.pump(1, &src);
+    let got = f.pump(1, &mut src);
     assert_eq!(got.len(), 4, "status + 3 = inflight 4");
-    assert!(f.pump(2, &src).is_empty(), "window full");
-    f.ack_all(&[got[1].0], 3, &src);
-    assert_eq!(f.pump(4, &src).len(), 1);
-    let all = f.drain(&src);
+    assert!(f.pump(2, &mut src).is_empty(), "window full");
+    f.ack_all(&[got[1].0], 3, &mut src);
+    assert_eq!(f.pump(4, &mut src).len(), 1);
+    let all = f.drain(&mut src);
     let seqs: Vec<i64> =
         all.iter().flat_map(events_in).map(|e| e["seq"].as_i64().unwrap()).collect();
     assert_eq!(seqs, (5..=20).collect::<Vec<_>>(), "the rest, in order");
@@ -192,7 +98,7 @@ fn in_flight_window_is_bounded() {
 
 #[test]
 fn payload_bytes_in_flight_hold_records_back_but_not_alerts() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut c = cfg();
     c.batch_events = 1;
     c.inflight = 16;
@@ -201,21 +107,21 @@ fn payload_bytes_in_flight_hold_records_back_but_not_alerts() {
     c.inflight_bytes = 2 * one + ONLINE.len() + 1;
     let mut f = Fake::connect(c, &src);
     for i in 1..=6 {
-        src.push(event("s1", i)).unwrap();
+        src.push(event("s1", i));
     }
-    let got = f.pump(1, &src);
+    let got = f.pump(1, &mut src);
     assert_eq!(got.len(), 4, "status + 3 events: the third crosses the byte window");
     assert!(f.s.in_flight_bytes() >= f.s.config().inflight_bytes);
-    assert!(f.pump(2, &src).is_empty(), "byte window full, count window not");
-    src.push(alert(1)).unwrap();
-    let alerts = f.pump(3, &src);
+    assert!(f.pump(2, &mut src).is_empty(), "byte window full, count window not");
+    src.push(alert(1));
+    let alerts = f.pump(3, &mut src);
     assert_eq!(alerts.len(), 1, "an alert goes past a full byte window");
     assert_eq!(alerts[0].1.topic, "lg/gw/alerts/m");
-    f.ack_all(&[got[0].0, got[1].0, alerts[0].0], 4, &src);
-    let more = f.pump(5, &src);
+    f.ack_all(&[got[0].0, got[1].0, alerts[0].0], 4, &mut src);
+    let more = f.pump(5, &mut src);
     assert_eq!(more.len(), 1, "PUBACKs free bytes: one more event goes");
     assert_eq!(events_in(&more[0].1)[0]["seq"], 4);
-    let all = f.drain(&src);
+    let all = f.drain(&mut src);
     let seqs: Vec<i64> =
         all.iter().flat_map(events_in).map(|e| e["seq"].as_i64().unwrap()).collect();
     assert_eq!(seqs, vec![5, 6], "the rest, in order");
@@ -232,28 +138,28 @@ fn event_batch_len(r: &OutboxRecord) -> usize {
 
 #[test]
 fn backlog_is_paced_and_live_data_is_not() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut c = cfg();
     c.replay_rate = 10; // records per second, burst 1
     c.batch_events = 10;
     c.inflight = 50;
     for i in 1..=30 {
-        src.push(event("s1", i)).unwrap();
+        src.push(event("s1", i));
     }
     let mut f = Fake::connect(c, &src);
     let mut sent_by = Vec::new();
     for now in (0..=3000).step_by(100) {
         if now == 1500 {
-            src.push(event("s2", 1)).unwrap();
+            src.push(event("s2", 1));
         }
-        let got = f.pump(now, &src);
+        let got = f.pump(now, &mut src);
         for (_, p) in &got {
             for e in events_in(p) {
                 sent_by.push((now, e["event_id"].as_str().unwrap().to_owned()));
             }
         }
         let pkids: Vec<u16> = got.iter().map(|(p, _)| *p).collect();
-        f.ack_all(&pkids, now, &src);
+        f.ack_all(&pkids, now, &mut src);
     }
     let backlog_by =
         |t: i64| sent_by.iter().filter(|(n, id)| *n <= t && id.contains(".s1.")).count();
@@ -266,21 +172,21 @@ fn backlog_is_paced_and_live_data_is_not() {
 
 #[test]
 fn backlog_alerts_go_before_backlog_events_even_far_behind() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut c = cfg();
     c.batch_events = 1;
     c.inflight = 2;
     for i in 1..=40 {
-        src.push(event("s1", i)).unwrap();
+        src.push(event("s1", i));
     }
-    src.push(alert(1)).unwrap();
+    src.push(alert(1));
     let mut f = Fake::connect(c, &src);
-    let got = f.pump(1, &src);
+    let got = f.pump(1, &mut src);
     assert_eq!(got[1].1.topic, "lg/gw/alerts/m", "alert behind 40 records (buffer 8) goes first");
 }
 
 /// A `samples` outbox record of `sensor` at journal position `pos`, with its journal record.
-fn push_samples(src: &MemorySource, sensor: &str, pos: u64) {
+fn push_samples(src: &mut OutboxModel, sensor: &str, pos: u64) {
     let t0_ms = 1000 * pos as i64;
     let (machine, sensor) = ("m".to_owned(), sensor.to_owned());
     let rec = OutboxRecord::Samples {
@@ -291,7 +197,7 @@ fn push_samples(src: &MemorySource, sensor: &str, pos: u64) {
         rate_hz: 4.0,
         n: 4,
     };
-    src.push(rec).unwrap();
+    src.push(rec);
     let data = vec![0.25; 4];
     let s = SamplesRecord {
         machine,
@@ -303,23 +209,23 @@ fn push_samples(src: &MemorySource, sensor: &str, pos: u64) {
         clock: None,
         data,
     };
-    src.put_samples(pos, s).unwrap();
+    src.put_samples(pos, s);
 }
 
 #[test]
 fn backlog_events_and_gaps_go_before_its_raw_samples_each_lane_in_order() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut c = cfg();
     c.inflight = 2;
     c.batch_events = 2;
     // Ten frames first: whole pages (buffer 8) without an event must not stall the events lane.
     for pos in 1..=10 {
-        push_samples(&src, "s1", pos);
+        push_samples(&mut src, "s1", pos);
     }
     for i in 1..=6 {
-        src.push(event("s1", i)).unwrap();
-        push_samples(&src, "s2", 100 + i);
-        src.push(event("s2", i)).unwrap();
+        src.push(event("s1", i));
+        push_samples(&mut src, "s2", 100 + i);
+        src.push(event("s2", i));
     }
     src.push(OutboxRecord::Gap(GapNotice {
         machine: "m".into(),
@@ -327,13 +233,12 @@ fn backlog_events_and_gaps_go_before_its_raw_samples_each_lane_in_order() {
         range: GapRange::Events { from_seq: 7, to_seq: 7 },
         reason: "shed".into(),
         declared_at_ms: 0,
-    }))
-    .unwrap();
-    push_samples(&src, "s1", 11);
+    }));
+    push_samples(&mut src, "s1", 11);
     let mut f = Fake::connect(c, &src);
-    src.push(event("s3", 1)).unwrap(); // live
-    let all = f.drain(&src);
-    assert!(src.pending_seqs().unwrap().is_empty(), "everything acknowledged");
+    src.push(event("s3", 1)); // live
+    let all = f.drain(&mut src);
+    assert!(src.pending_seqs().is_empty(), "everything acknowledged");
     let is_frame = |p: &Publish| p.topic.contains("/samples/");
     let first_frame = all.iter().position(is_frame).unwrap();
     assert!(all[first_frame..].iter().all(is_frame), "no event or gap after a backlog frame");
@@ -362,23 +267,22 @@ fn backlog_events_and_gaps_go_before_its_raw_samples_each_lane_in_order() {
 
 #[test]
 fn per_sensor_order_holds_and_batches_stop_at_other_record_kinds() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut c = cfg();
     c.batch_events = 10;
     let mut f = Fake::connect(c, &src);
-    src.push(event("s1", 1)).unwrap();
-    src.push(event("s2", 1)).unwrap();
-    src.push(event("s1", 2)).unwrap();
+    src.push(event("s1", 1));
+    src.push(event("s2", 1));
+    src.push(event("s1", 2));
     src.push(OutboxRecord::Gap(GapNotice {
         machine: "m".into(),
         sensor: "s1".into(),
         range: GapRange::Events { from_seq: 3, to_seq: 3 },
         reason: "sensor_fault".into(),
         declared_at_ms: 0,
-    }))
-    .unwrap();
-    src.push(event("s1", 4)).unwrap();
-    let all = f.drain(&src);
+    }));
+    src.push(event("s1", 4));
+    let all = f.drain(&mut src);
     let topics: Vec<&str> = all.iter().map(|p| p.topic.as_str()).collect();
     assert_eq!(
         topics,
@@ -395,7 +299,7 @@ fn per_sensor_order_holds_and_batches_stop_at_other_record_kinds() {
 
 #[test]
 fn oversized_records_never_loop() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut f = Fake::connect(cfg(), &src);
     let big = format!(r#"{{"event_id":"m.s1.1","pad":"{}"}}"#, "x".repeat(5000));
     src.push(OutboxRecord::Event {
@@ -404,8 +308,7 @@ fn oversized_records_never_loop() {
         seq: 1,
         event_id: "m.s1.1".into(),
         json: big.into_bytes(),
-    })
-    .unwrap();
+    });
     src.push(OutboxRecord::Samples {
         machine: "m".into(),
         sensor: "s1".into(),
@@ -413,8 +316,7 @@ fn oversized_records_never_loop() {
         t0_ms: 5000,
         rate_hz: 1000.0,
         n: 3000,
-    })
-    .unwrap();
+    });
     src.put_samples(
         9,
         SamplesRecord {
@@ -427,8 +329,7 @@ fn oversized_records_never_loop() {
             clock: None,
             data: (0..3000).map(|i| f64::from(i) / 1000.0).collect(),
         },
-    )
-    .unwrap();
+    );
     src.push(OutboxRecord::Samples {
         machine: "m".into(),
         sensor: "s9".into(),
@@ -436,10 +337,9 @@ fn oversized_records_never_loop() {
         t0_ms: 0,
         rate_hz: 1.0,
         n: 1,
-    })
-    .unwrap();
-    let all = f.drain(&src);
-    assert!(src.pending_seqs().unwrap().is_empty(), "every record left the outbox");
+    });
+    let all = f.drain(&mut src);
+    assert!(src.pending_seqs().is_empty(), "every record left the outbox");
     let gap: serde_json::Value = serde_json::from_slice(&all[1].payload).unwrap();
     assert_eq!(all[1].topic, "lg/gw/gaps/s1");
     assert_eq!(gap["reason"], "oversized");
@@ -458,7 +358,7 @@ fn oversized_records_never_loop() {
 
 #[test]
 fn a_split_record_is_acknowledged_only_when_every_part_is() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut f = Fake::connect(cfg(), &src);
     src.push(OutboxRecord::Samples {
         machine: "m".into(),
@@ -467,8 +367,7 @@ fn a_split_record_is_acknowledged_only_when_every_part_is() {
         t0_ms: 0,
         rate_hz: 100.0,
         n: 2000,
-    })
-    .unwrap();
+    });
     let data = vec![0.5; 2000];
     let rec = SamplesRecord {
         machine: "m".into(),
@@ -480,58 +379,21 @@ fn a_split_record_is_acknowledged_only_when_every_part_is() {
         clock: None,
         data,
     };
-    src.put_samples(1, rec).unwrap();
-    let got = f.pump(1, &src);
+    src.put_samples(1, rec);
+    let got = f.pump(1, &mut src);
     assert_eq!(got.len(), 3, "status + 2 frames");
-    f.ack_all(&[got[2].0], 2, &src);
-    assert_eq!(src.pending_seqs().unwrap(), vec![1]);
-    f.ack_all(&[got[1].0], 3, &src);
-    assert!(src.pending_seqs().unwrap().is_empty());
+    f.ack_all(&[got[2].0], 2, &mut src);
+    assert_eq!(src.pending_seqs(), vec![1]);
+    f.ack_all(&[got[1].0], 3, &mut src);
+    assert!(src.pending_seqs().is_empty());
 }
 
 #[test]
 fn a_connection_without_pubacks_is_stalled() {
-    let src = MemorySource::new();
+    let mut src = OutboxModel::new();
     let mut f = Fake::connect(cfg(), &src);
-    src.push(event("s1", 1)).unwrap();
-    f.pump(0, &src);
+    src.push(event("s1", 1));
+    f.pump(0, &mut src);
     assert!(!f.s.stalled(10_000));
     assert!(f.s.stalled(10_001));
-}
-
-#[test]
-fn written_records_are_reported_published_once_and_re_sent_ones_again() {
-    let src = MemorySource::new();
-    for i in 1..=4 {
-        src.push(event("s1", i)).unwrap();
-    }
-    let mut s = Session::new(cfg());
-    s.on_connack(0, &src).unwrap();
-    let n = s.next_publishes(1, &src).unwrap().len(); // status, events 1..=3, event 4
-    assert_eq!(s.take_published(), Vec::<u64>::new(), "handed over is not yet written");
-    for pkid in 1..=n as u16 {
-        assert!(s.on_outgoing_publish(pkid));
-    }
-    assert_eq!(s.take_published(), vec![1, 2, 3, 4]);
-    assert_eq!(s.take_published(), Vec::<u64>::new());
-    // The connection drops before any PUBACK: the next one writes them again.
-    s.on_connack(2, &src).unwrap();
-    let n = s.next_publishes(3, &src).unwrap().len();
-    for pkid in 1..=n as u16 {
-        assert!(s.on_outgoing_publish(pkid));
-    }
-    assert!(s.on_puback(2, 4));
-    let (published, acked) = (s.take_published(), s.take_acks());
-    assert_eq!((published.as_slice(), acked.as_slice()), (&[1, 2, 3, 4][..], &[1, 2, 3][..]));
-    // One commit: `Published` before `Acknowledged`.
-    src.ack(&published, &acked, 5).unwrap();
-    let kinds: Vec<_> = src.ledger().unwrap().into_iter().map(|r| r.entry).collect();
-    assert_eq!(
-        kinds,
-        vec![
-            LedgerEntry::Published { outbox_seqs: vec![1, 2, 3, 4] },
-            LedgerEntry::Acknowledged { outbox_seqs: vec![1, 2, 3] },
-        ]
-    );
-    assert_eq!(src.pending_seqs().unwrap(), vec![4]);
 }
