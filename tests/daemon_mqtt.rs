@@ -273,6 +273,29 @@ fn broker_absent_at_start_gets_everything_once_it_comes() {
     check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
 }
 
+/// A forwarder that stops on a store error (a read fails: a failpoint) fails the daemon closed:
+/// it stops by itself with an error naming the forwarder instead of deciding on with nothing
+/// forwarded, and the next start delivers everything.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_forwarder_stopped_by_a_store_error_stops_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), free_port(), "max_queued_messages 0");
+    let root = "lg/gw-cwru";
+    let sub = Subscriber::start(dir.path(), broker.port, root, &[]);
+    let trace = trace("cwru.jsonl");
+    let cfg = config(dir.path(), "run.toml", "cwru.toml", &trace, broker.port, "");
+    let mut d = Daemon::start(&cfg, &[], &[("FAILPOINTS", "forward::fetch::read=return")]);
+    let (status, _) = d.wait(DEADLINE);
+    assert!(!status.success(), "{}", d.log());
+    assert!(d.log().contains("the forwarder stopped: stopping the daemon"), "{}", d.log());
+
+    run_to_end(&cfg, &[]);
+    check_store(&cfg);
+    let (alerts, _) = replayed(&trace, &cfg, dir.path());
+    check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
+}
+
 /// The decide stage wakes the forwarder once a checkpoint's batch is applied, and commits it
 /// while the forwarder publishes. Killed in between, the daemon decides the same records again
 /// after a restart: every alert delivered before the kill is delivered again, identical (same

@@ -182,7 +182,7 @@ pub async fn run(
         }
     }
     drop(tx);
-    let forward = opts.forward.map(|slot| {
+    let mut forward = opts.forward.map(|slot| {
         let ctx = ForwardCtx {
             store: store.clone(),
             outbox_grew,
@@ -195,11 +195,26 @@ pub async fn run(
     // Pings only after READY=1: systemd ignores WATCHDOG=1 before it.
     services.extend(spawn_watchdog(&telemetry, &stop_rx));
     let mut signalled = false;
+    // A forwarder that ends before the stop (a store error) fails the daemon closed: it stops,
+    // committing what was read, and exits with that error, so the service manager restarts it
+    // with the outbox intact, rather than going on deciding with nothing forwarded.
+    let mut forward_ended: Option<Result<(), AppError>> = None;
     let ingest_result = {
         tokio::pin!(shutdown);
         let mut result = Ok(());
         loop {
             tokio::select! {
+                joined = async { forward.as_mut().expect("guarded below").await },
+                    if forward.is_some() && forward_ended.is_none() && !*stop_rx.borrow() =>
+                {
+                    let r = joined.map_err(AppError::from).and_then(|r| r);
+                    let r = r.and(Err(AppError::StageGone("forward")));
+                    if let Err(e) = &r {
+                        tracing::error!(error = %e, "the forwarder stopped: stopping the daemon");
+                    }
+                    let _ = stop_tx.send(true);
+                    forward_ended = Some(r);
+                }
                 _ = &mut shutdown, if !*stop_rx.borrow() => {
                     signalled = true;
                     crate::telemetry::watchdog::stopping("stopping: committing what was read");
@@ -218,10 +233,11 @@ pub async fn run(
     };
     let decided = decide.await.map_err(AppError::from).and_then(|r| r);
     let _ = stop_tx.send(true);
-    let forwarded = match forward {
-        Some(f) if signalled => shutdown::drain_forwarder(f, shutdown::FORWARD_DRAIN).await,
-        Some(f) => f.await.map_err(AppError::from).and_then(|r| r),
-        None => Ok(()),
+    let forwarded = match (forward_ended, forward) {
+        (Some(ended), _) => ended,
+        (None, Some(f)) if signalled => shutdown::drain_forwarder(f, shutdown::FORWARD_DRAIN).await,
+        (None, Some(f)) => f.await.map_err(AppError::from).and_then(|r| r),
+        (None, None) => Ok(()),
     };
     if decided.is_ok() {
         retention::run_once(&store, &config, &telemetry).await;

@@ -64,7 +64,7 @@ enum End {
 
 /// Runs until `shutdown` turns true: connects, publishes, reconnects. `outbox_grew` is notified by
 /// the pipeline after each checkpoint that added outbox records. Returns an error only when the
-/// store fails (the daemon then reopens the store and restarts the forwarder).
+/// store fails (the daemon then stops with that error, and its service manager starts it again).
 pub async fn run(
     cfg: ForwarderConfig,
     store: Arc<RwLock<Store>>,
