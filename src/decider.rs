@@ -278,20 +278,20 @@ impl Decider {
         alerts: &mut Vec<AlertRecord>,
     ) -> Result<(), Rejection> {
         let c = &mut self.counts;
-        let how = match self.engine.on_event(self.now, ev, alerts) {
-            Verdict::Applied => {
+        let (how, counted) = match self.engine.on_event(self.now, ev, alerts) {
+            Verdict::Applied { counted } => {
                 c.accepted += 1;
-                Acceptance::Applied
+                (Acceptance::Applied, counted)
             }
-            Verdict::LateApplied => {
+            Verdict::LateApplied { counted } => {
                 c.accepted += 1;
                 c.late_applied += 1;
-                Acceptance::LateApplied
+                (Acceptance::LateApplied, counted)
             }
             Verdict::TooLate => {
                 c.accepted += 1;
                 c.too_late += 1;
-                Acceptance::TooLate
+                (Acceptance::TooLate, false)
             }
             Verdict::Duplicate => {
                 c.duplicates += 1;
@@ -303,7 +303,6 @@ impl Decider {
             Verdict::Rejected(why) => return Err(why),
         };
         if let Some(out) = self.outcomes.as_mut() {
-            let counted = how != Acceptance::TooLate && self.engine.counts(ev);
             out.push(Outcome::Accepted { event: ev.clone(), how, derived, counted });
         }
         Ok(())

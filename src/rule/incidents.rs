@@ -255,9 +255,9 @@ impl IncidentBook {
         let (w, t) = (ctx.window_ms, new_key.0);
         // Evidence: the first old incident's when the onset stays (with the new event if it
         // falls in the evidence window), else the high events of the new onset's window.
-        let evidence = match olds.first() {
+        let evidence = match olds.first_mut() {
             Some(first) if first.onset == onset => {
-                let mut ev = first.evidence.clone();
+                let mut ev = std::mem::take(&mut first.evidence);
                 if t > onset - w && t <= onset {
                     if let Some(item) = self.high.get(new_key) {
                         ev.insert(new_key.clone(), item.clone());
@@ -277,9 +277,9 @@ impl IncidentBook {
         let mut also_count = 0u64;
         let mut spans = Vec::new();
         let mut from = onset + 1;
-        for old in &olds {
+        for old in &mut olds {
             also_count += old.also_count;
-            also.extend(old.also.iter().cloned());
+            also.append(&mut old.also);
             if old.onset >= from {
                 spans.push((from, old.onset));
             }

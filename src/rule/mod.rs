@@ -56,8 +56,15 @@ pub struct Params {
 /// What became of one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Applied,
-    LateApplied,
+    /// `counted`: it counts for the rule (of the rule's metric, a counted quality and clock
+    /// state, at or above its machine's threshold) and joined the machine's incident book.
+    Applied {
+        counted: bool,
+    },
+    /// Behind the watermark, within allowed lateness; `counted` as for `Applied`.
+    LateApplied {
+        counted: bool,
+    },
     TooLate,
     Duplicate,
     Rejected(Rejection),
@@ -221,7 +228,8 @@ impl Engine {
         let m = &self.machines[mi as usize];
         let late = ev.ts_ms < m.wm;
         let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
-        if !too_late && self.is_high(mi, ev) {
+        let counted = !too_late && self.is_high(mi, ev);
+        if counted {
             let m = &mut self.machines[mi as usize];
             let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
             m.book.add(EvidenceItem::of(ev), &ctx, out);
@@ -236,9 +244,9 @@ impl Engine {
         if too_late {
             Verdict::TooLate
         } else if late {
-            Verdict::LateApplied
+            Verdict::LateApplied { counted }
         } else {
-            Verdict::Applied
+            Verdict::Applied { counted }
         }
     }
 
@@ -261,12 +269,6 @@ impl Engine {
         });
         self.by_name.insert(name.to_string(), i);
         i
-    }
-
-    /// Whether `ev` counts for the rule (docs/contracts.md section 4) once applied: of the
-    /// rule's metric, a counted quality and clock state, at or above its machine's threshold.
-    pub fn counts(&self, ev: &Event) -> bool {
-        self.by_name.get(&ev.machine).is_some_and(|&mi| self.is_high(mi, ev))
     }
 
     fn is_high(&self, mi: u32, ev: &Event) -> bool {
