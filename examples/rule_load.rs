@@ -1,26 +1,41 @@
 //! Runs the rule core over the benchmark load once (for `valgrind --tool=callgrind`, which
 //! counts instructions: a noise-free way to compare two versions of the core).
-//! `cargo run --release --example rule_load -- [SECONDS]`
+//! `cargo run --release --example rule_load -- [SECONDS] [hot]`; with `hot`, the hot partition of
+//! `benches/rule.rs` (one machine, 8 sensors, every event above the threshold, no duplicates).
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
+use linegate::clock::{Clock, SystemClock};
 use linegate::event::Event;
 use linegate::rule::{Engine, Params};
 use linegate::synth::Load;
 
 fn main() {
     let seconds = std::env::args().nth(1).map_or(2_000, |s| s.parse().unwrap());
-    let mut load = Load::new(50, seconds);
-    load.sensors_per_machine = 2;
-    load.burst_rate = 1.0 / 900.0;
+    let hot = std::env::args().nth(2).is_some_and(|a| a == "hot");
+    let mut load = Load::new(if hot { 1 } else { 50 }, seconds);
+    load.sensors_per_machine = if hot { 8 } else { 2 };
+    load.burst_rate = if hot { 1.0 } else { 1.0 / 900.0 };
+    if hot {
+        load.duplicate_rate = 0.0;
+    }
     let mut v: Vec<(i64, Event)> = Vec::new();
     load.generate(|at, e| v.push((at, e.clone())));
     let v = v.to_vec();
     let mut engine = Engine::new(Params::defaults("gw-bench"));
     let (mut out, mut records) = (Vec::new(), 0usize);
+    let clock = SystemClock::new();
+    let started = clock.monotonic_s();
     for (at, e) in &v {
         engine.on_event(*at, e, &mut out);
         records += out.len();
         out.clear();
     }
-    println!("{} events, {records} alert records, {:?}", v.len(), engine.state_size());
+    let elapsed = clock.monotonic_s() - started;
+    println!(
+        "{} events in {:.1} ms ({:.2}M events/s), {records} alert records, {:?}",
+        v.len(),
+        elapsed * 1e3,
+        v.len() as f64 / elapsed / 1e6,
+        engine.state_size()
+    );
 }
