@@ -93,6 +93,11 @@ impl Incident {
     /// One more high event in `(onset, end)`; the list keeps its first `also_max` keys.
     fn add_also(&mut self, key: Key, also_max: usize) {
         self.also_count += 1;
+        // A full list keeps its first keys: a later one would be inserted and cut again at once
+        // (the common case of a machine that stays above threshold).
+        if self.also.len() >= also_max && self.also.last().is_some_and(|last| *last < key) {
+            return;
+        }
         self.also.insert(key);
         trim(&mut self.also, also_max);
     }
@@ -153,11 +158,12 @@ impl IncidentBook {
     pub fn add(&mut self, item: EvidenceItem, ctx: &Ctx<'_>, out: &mut Vec<AlertRecord>) {
         let t = item.ts_ms;
         let key = (t, Some(Arc::<str>::from(item.event_id.as_str())));
-        self.high.insert(key.clone(), Arc::new(item));
+        let item = Arc::new(item);
+        self.high.insert(key.clone(), item.clone());
         let regions = self.true_regions_from(t, ctx.window_ms, ctx.count);
         let (Some(first), Some(last)) = (regions.first(), regions.last()) else { return };
         let (lo, hi) = (first.0, last.1);
-        if regions.len() == 1 && self.extend_in_place(&key, lo, hi, ctx, out) {
+        if regions.len() == 1 && self.extend_in_place(&key, item, lo, hi, ctx, out) {
             return;
         }
 
@@ -202,6 +208,7 @@ impl IncidentBook {
     fn extend_in_place(
         &mut self,
         key: &Key,
+        item: Item,
         lo: i64,
         hi: i64,
         ctx: &Ctx<'_>,
@@ -217,7 +224,6 @@ impl IncidentBook {
         if self.incidents.range(onset + 1..).next().is_some_and(|(&next, _)| next <= new_end) {
             return false;
         }
-        let Some(item) = self.high.get(key).cloned() else { return false };
         let gained: Vec<Key> = if new_end > inc.end {
             self.high.range(range_keys(inc.end, new_end - 1)).map(|(k, _)| k.clone()).collect()
         } else {
@@ -329,11 +335,12 @@ impl IncidentBook {
     /// The maximal intervals of `[t, t + W)` on which `C` holds, ascending and disjoint.
     fn true_regions_from(&self, t: i64, w: i64, n: usize) -> Vec<(i64, i64)> {
         let n = n.max(1);
-        let later = self.high.range(at_or_after(t + 1)..).next().is_some();
+        // The last key tells whether any event lies after t, without a search from the root.
+        let later = self.high.last_key_value().is_some_and(|(k, _)| k.0 > t);
         if !later {
             // Nothing after t: the count on [t, t + W) only falls, so C holds up to d_N + W,
-            // with d_N the N-th latest event time.
-            let nth = self.high.range(..at_or_after(t + 1)).rev().nth(n - 1);
+            // with d_N the N-th latest event time (every key is at or before t).
+            let nth = self.high.iter().rev().nth(n - 1);
             return match nth {
                 Some(((d, _), _)) if *d > t - w => vec![(t, d + w)],
                 _ => Vec::new(),
