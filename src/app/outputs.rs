@@ -209,44 +209,19 @@ fn serialise<T: serde::Serialize>(v: &T) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
     use super::*;
     use crate::config::Config;
-
-    /// What a `tracing` subscriber wrote.
-    #[derive(Clone, Default)]
-    struct Written(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Written {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::telemetry::captured::trace_of;
 
     /// The decide stage's span carries the record's journal position and the event's ID.
     #[test]
     fn the_decide_span_names_the_journal_position_and_the_event() {
-        let written = Written::default();
-        let w = written.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-            .with_ansi(false)
-            .with_writer(move || w.clone())
-            .finish();
         let line = br#"{"at": 1700000000300, "kind": "event", "event": {"event_id": "press-1.s1.1", "machine": "press-1", "sensor": "s1", "seq": 1, "ts_ms": 1700000000000, "clock": {"state": "synced"}, "metric": "accel_rms", "value": 0.2, "unit": "g", "schema": 1, "quality": "good"}}"#;
         let rec =
             JournalRecord { pos: 7, at: 1_700_000_000_300, origin: None, line: line.to_vec() };
         let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
         let mut pending = Pending::default();
-        tracing::subscriber::with_default(subscriber, || pending.decide(&mut decider, &rec));
-        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        let ((), text) = trace_of(|| pending.decide(&mut decider, &rec));
         assert!(text.contains("decide{journal_pos=7 event_id=\"press-1.s1.1\"}"), "{text}");
         assert_eq!(pending.records, 1);
     }

@@ -36,6 +36,19 @@ fn item(topic_suffix: String, payload: Vec<u8>, seq: u64) -> Item {
     Item { topic_suffix, payload, seqs: vec![seq], part_of: None }
 }
 
+/// One record taken, at trace level inside the forward stage's span: its outbox sequence and
+/// what the record itself names (no payload is decoded for it).
+fn trace_record(seq: u64, rec: &OutboxRecord) {
+    match rec {
+        OutboxRecord::Event { event_id, .. } => tracing::trace!(seq, %event_id, "event"),
+        OutboxRecord::Samples { journal_pos, .. } => tracing::trace!(seq, journal_pos, "samples"),
+        OutboxRecord::Alert { alert_id, revision, .. } => {
+            tracing::trace!(seq, %alert_id, revision, "alert")
+        }
+        OutboxRecord::Gap(_) => tracing::trace!(seq, "gap"),
+    }
+}
+
 /// Takes the head record of `queue` (with the events batched behind it, at most `budget` records
 /// in all) and returns its PUBLISHes. `queue` must not be empty for anything to happen. When the
 /// head is a `Samples` record, `samples` are its raw samples (`None`: gone from the journal).
@@ -49,6 +62,7 @@ pub(super) fn next_payloads(
 ) -> Taken {
     let mut taken = Taken::default();
     let Some((seq, rec)) = queue.pop_front() else { return taken };
+    trace_record(seq, &rec);
     taken.records = 1;
     let suffix = rec.topic_suffix();
     let limit = payload_limit(cfg.max_packet, &format!("{}/{suffix}", cfg.topic_root));
@@ -114,6 +128,7 @@ pub(super) fn next_payloads(
                             break;
                         }
                         cost += c;
+                        trace_record(*s, r);
                         seqs.push(*s);
                         bodies.push(j.clone());
                         picked.push(i);

@@ -181,6 +181,8 @@ impl Session {
     /// The broker acknowledged packet `pkid`. Returns false for an unknown packet id.
     pub fn on_puback(&mut self, pkid: u16, now_ms: i64) -> bool {
         let Some(done) = self.flights.acknowledged(pkid) else { return false };
+        let _span = tracing::trace_span!("forward", pkid).entered();
+        tracing::trace!(seqs = ?done, "acknowledged");
         self.progress_ms = now_ms;
         self.acks.acknowledged(done, now_ms);
         true
@@ -334,8 +336,29 @@ impl Session {
         now_ms: i64,
         out: &mut Vec<Publish>,
     ) {
+        // The forward stage's span: one per take (an alert, a batch of one sensor's events, a
+        // record of raw samples), with the outbox sequences it covers; each record's own fields
+        // (event ID, journal position of raw samples, alert ID) are trace events inside it.
+        let span = tracing::trace_span!(
+            "forward",
+            ?stream,
+            replayed,
+            first_seq = tracing::field::Empty,
+            last_seq = tracing::field::Empty,
+            records = tracing::field::Empty
+        );
+        let _entered = span.enter();
         let queue = self.streams.buffer(stream);
         let taken = next_payloads(queue, replayed, budget, &self.cfg, samples, now_ms);
+        if !span.is_disabled() {
+            let seqs = (taken.items.iter())
+                .flat_map(|i| i.seqs.iter().copied().chain(i.part_of.map(|(seq, _)| seq)))
+                .chain(taken.unpublishable.iter().copied());
+            let (first, last) = seqs.fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
+            span.record("first_seq", first);
+            span.record("last_seq", last);
+            span.record("records", taken.records);
+        }
         if replayed {
             self.pace.spend(taken.records);
         }

@@ -397,3 +397,24 @@ fn a_connection_without_pubacks_is_stalled() {
     assert!(!f.s.stalled(10_000));
     assert!(f.s.stalled(10_001));
 }
+
+/// The forward stage's span covers a take's outbox sequences; each record's event ID is traced
+/// inside it, and an acknowledgement names its records.
+#[test]
+fn the_forward_span_names_the_outbox_sequences_and_the_events() {
+    let ((), text) = crate::telemetry::captured::trace_of(|| {
+        let mut src = OutboxModel::new();
+        let mut f = Fake::connect(cfg(), &src);
+        for i in 1..=3 {
+            src.push(event("s1", i));
+        }
+        let got = f.pump(1, &mut src);
+        f.ack_all(&[got[1].0], 2, &mut src);
+    });
+    assert!(
+        text.contains("forward{stream=Live replayed=false first_seq=1 last_seq=3 records=3}"),
+        "{text}"
+    );
+    assert!(text.contains("seq=2 event_id=m.s1.2"), "{text}");
+    assert!(text.contains("seqs=[1, 2, 3]"), "{text}");
+}

@@ -10,6 +10,8 @@
 //!
 //! Building blocks: the daemon (`linegate run`) wires them in.
 
+#[cfg(test)]
+pub(crate) mod captured;
 mod families;
 
 pub mod drain;
