@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
+use crate::event::{ClockEvidence, Event, Metric, Quality, SampleRef, Unit};
 use crate::records::quarantine::{Reason, Rejection};
 use crate::trace::SamplesRecord;
 
@@ -126,19 +126,12 @@ pub struct FrameCutter {
     dropped_samples: u64,
 }
 
-/// The less trustworthy of two clock evidences (unknown > unsynced > stepped > holdover > synced;
-/// on equal states the larger error bound, a missing bound counting as the largest).
+/// The less trustworthy of two clock evidences, in the order of docs/contracts.md section 3
+/// that an alert's `clock_trust` uses ([`crate::event::ClockState::distrust`]: synced <
+/// holdover < unknown < unsynced < stepped); on equal states the larger error bound, a missing
+/// bound counting as the largest.
 pub(crate) fn worse_clock(a: ClockEvidence, b: ClockEvidence) -> ClockEvidence {
-    fn rank(s: ClockState) -> u8 {
-        match s {
-            ClockState::Synced => 0,
-            ClockState::Holdover => 1,
-            ClockState::Stepped => 2,
-            ClockState::Unsynced => 3,
-            ClockState::Unknown => 4,
-        }
-    }
-    let key = |c: ClockEvidence| (rank(c.state), c.err_ms.map_or(u64::MAX, u64::from));
+    let key = |c: ClockEvidence| (c.state.distrust(), c.err_ms.map_or(u64::MAX, u64::from));
     if key(b) > key(a) {
         b
     } else {

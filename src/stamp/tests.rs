@@ -326,3 +326,26 @@ proptest! {
         }
     }
 }
+
+/// A derived frame's clock is the worst of its samples' in the order an alert's `clock_trust`
+/// uses (docs/contracts.md section 3): `unknown` is better than `unsynced` and `stepped`.
+#[test]
+fn worse_clock_follows_the_contract_order() {
+    use crate::stamp::frames::worse_clock;
+    let c = |state, err_ms| ClockEvidence { state, err_ms };
+    let order = [
+        ClockState::Synced,
+        ClockState::Holdover,
+        ClockState::Unknown,
+        ClockState::Unsynced,
+        ClockState::Stepped,
+    ];
+    for (i, &a) in order.iter().enumerate() {
+        for &b in &order[i + 1..] {
+            assert_eq!(worse_clock(c(a, Some(1)), c(b, Some(1))).state, b);
+            assert_eq!(worse_clock(c(b, Some(1)), c(a, None)).state, b);
+        }
+    }
+    let (small, none) = (c(ClockState::Unknown, Some(5)), c(ClockState::Unknown, None));
+    assert_eq!(worse_clock(small, none), none, "a missing bound counts as the largest");
+}
