@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::daemon::Daemon;
 use support::mqtt::{received_events, Broker, Proxy, Subscriber};
 use support::promtool::sample;
 use support::rehearsal::{counter, event, in_arrival_order, last, series, steady, Stage, T0};
@@ -448,4 +449,44 @@ fn lost_checkpoint() {
     let report: Value =
         serde_json::from_str(&cli(&["reconcile", "--json"], &stage.config)).unwrap();
     assert_eq!(report["queued"], 0, "the backlog drained: {report}");
+}
+
+/// A record of the backlog is damaged where the bounded start-up check does not look (an outbox
+/// event in the middle of 300): the start is clean, and the decide stage finds the record while
+/// running. The daemon marks the store for salvage and exits non-zero, naming the record; the
+/// next start salvages around it, says so in a `recovery` record, declares the event lost, and
+/// goes on (never a crash loop on the same damage).
+#[test]
+fn damage_found_while_running() {
+    let lines = in_arrival_order(steady("press-1", "s1", 0, 600, highs(200, 205)));
+    let (first, rest) = lines.split_at(300);
+    let mut stage = Stage::new(first, 0.0, "");
+    support::daemon::run_to_end(&stage.config, &["--no-forward"]);
+    let store = stage.dir.path().join("db");
+    let db = linegate::store::open_sled_directly(&store).unwrap();
+    let key = [&b"o/"[..], &150u64.to_be_bytes()].concat();
+    db.open_tree("state").unwrap().insert(key, &b"\x01junk"[..]).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    stage.append(rest);
+
+    let mut d = Daemon::start(&stage.config, &["--exit-at-end", "--no-forward"], &[]);
+    let (status, _) = d.wait(support::DEADLINE);
+    assert!(!status.success(), "{}", d.log());
+    let line = d.log().lines().find(|l| l.contains("marked for salvage")).map(String::from);
+    let line = line.unwrap_or_else(|| panic!("no salvage line: {}", d.log()));
+    assert!(line.contains("tree=state") && line.contains("key=o/150"), "{line}");
+    assert!(store.join(linegate::store::SALVAGE_MARKER).exists(), "the marker is durable");
+
+    support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
+    assert!(!store.join(linegate::store::SALVAGE_MARKER).exists(), "left with the damage");
+    let ledger = support::ledger(&stage.config);
+    let recovery = ledger.iter().find(|e| e["kind"] == "recovery").expect("a recovery record");
+    let what = recovery["what"].as_str().unwrap();
+    assert!(what.contains("damage found while running") && what.contains("o/150"), "{what}");
+    assert_eq!(recovery["salvage"]["unreadable"]["outbox"], 1, "{recovery}");
+    assert_eq!(recovery["salvage"]["copied"]["checkpoint"], 1, "{recovery}");
+    stage.check_against_replay();
+    let report = cli(&["reconcile"], &stage.config);
+    assert!(report.contains("1 lost to a damaged store"), "{report}");
 }
