@@ -408,7 +408,7 @@ fn alert_service_outage() {
 /// readable is salvaged into a fresh one; the decide stage re-derives the rule state from the
 /// salvaged journal (`linegate_records_total` climbs again from 0: replay progress), the backlog
 /// drains, and a `recovery` record says what was kept. (An input whose every line already left
-/// the journal is read again from its start: docs/runbook.md, "lost checkpoint".)
+/// the journal resumes from its kept position: `lost_checkpoint_with_an_empty_journal`.)
 #[test]
 fn lost_checkpoint() {
     // One sensor's raw samples, a block a second at 100 Hz: RMS 0.9 g from 290 to 320 s.
@@ -489,4 +489,32 @@ fn damage_found_while_running() {
     stage.check_against_replay();
     let report = cli(&["reconcile"], &stage.config);
     assert!(report.contains("1 lost to a damaged store"), "{report}");
+}
+
+/// The checkpoint is lost after everything was decided and acknowledged, so the journal is empty
+/// too: the trace source resumes from its position kept beside the checkpoint (`n/source/0`,
+/// salvaged), not from its start, and no event is accepted twice.
+#[test]
+fn lost_checkpoint_with_an_empty_journal() {
+    // The incident closes (at 142 s) before the damage: with the journal empty there is nothing
+    // to re-derive the rule state from (docs/runbook.md, "lost checkpoint").
+    let lines = in_arrival_order(steady("press-1", "s1", 0, 400, highs(20, 25)));
+    let (first, rest) = lines.split_at(200);
+    let mut stage = Stage::new(first, 0.0, "");
+    support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
+    let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], &stage.config)).unwrap();
+    let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
+    assert_eq!(db.open_tree("journal").unwrap().len(), 0, "the journal is empty: {inspect}");
+    db.open_tree("state").unwrap().insert("c/", &b"\x09broken"[..]).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    stage.append(rest);
+
+    support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
+    let recovery = support::ledger(&stage.config).into_iter().find(|e| e["kind"] == "recovery");
+    let salvage = &recovery.expect("a recovery record")["salvage"];
+    assert_eq!(salvage["unreadable"]["checkpoint"], 1, "{salvage}");
+    assert_eq!(salvage["copied"]["source_positions"], 1, "{salvage}");
+    // Every event accepted once, as replay decides them.
+    stage.check_against_replay();
 }

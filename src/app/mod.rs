@@ -13,7 +13,8 @@
 //! lock, so one process); writes take it exclusively, a checkpoint's commit shared so that the
 //! forwarder reads meanwhile. Sled work runs on blocking threads, never on the reactor. A start on an existing store ledgers a
 //! `Restart` and resumes: the decide stage from its checkpoint (journal records after it are
-//! decided again, exactly as before), each source right after its last journaled record.
+//! decided again, exactly as before), each source right after its last journaled record or its position kept beside the
+//! checkpoint (`n/source/`), whichever is further.
 //! Stopping (SIGTERM, SIGINT, or the end of every source with `exit_at_end`) commits what was
 //! read, decides and checkpoints it, lets the forwarder drain, and returns ([`shutdown`]: within
 //! a bounded time after a signal).

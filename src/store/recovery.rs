@@ -124,6 +124,7 @@ impl Store {
     /// The bounded start-up check: see the module documentation.
     pub fn startup_check(&self) -> Result<()> {
         self.last_checkpoint()?;
+        self.source_positions()?;
         for mark in self.seq_marks() {
             mark?;
         }
