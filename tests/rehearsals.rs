@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::daemon::Daemon;
 use support::mqtt::{received_events, Broker, Proxy, Subscriber};
 use support::promtool::sample;
 use support::rehearsal::{counter, event, in_arrival_order, last, series, steady, Stage, T0};
@@ -407,7 +408,7 @@ fn alert_service_outage() {
 /// readable is salvaged into a fresh one; the decide stage re-derives the rule state from the
 /// salvaged journal (`linegate_records_total` climbs again from 0: replay progress), the backlog
 /// drains, and a `recovery` record says what was kept. (An input whose every line already left
-/// the journal is read again from its start: docs/runbook.md, "lost checkpoint".)
+/// the journal resumes from its kept position: `lost_checkpoint_with_an_empty_journal`.)
 #[test]
 fn lost_checkpoint() {
     // One sensor's raw samples, a block a second at 100 Hz: RMS 0.9 g from 290 to 320 s.
@@ -448,4 +449,72 @@ fn lost_checkpoint() {
     let report: Value =
         serde_json::from_str(&cli(&["reconcile", "--json"], &stage.config)).unwrap();
     assert_eq!(report["queued"], 0, "the backlog drained: {report}");
+}
+
+/// A record of the backlog is damaged where the bounded start-up check does not look (an outbox
+/// event in the middle of 300): the start is clean, and the decide stage finds the record while
+/// running. The daemon marks the store for salvage and exits non-zero, naming the record; the
+/// next start salvages around it, says so in a `recovery` record, declares the event lost, and
+/// goes on (never a crash loop on the same damage).
+#[test]
+fn damage_found_while_running() {
+    let lines = in_arrival_order(steady("press-1", "s1", 0, 600, highs(200, 205)));
+    let (first, rest) = lines.split_at(300);
+    let mut stage = Stage::new(first, 0.0, "");
+    support::daemon::run_to_end(&stage.config, &["--no-forward"]);
+    let store = stage.dir.path().join("db");
+    let db = linegate::store::open_sled_directly(&store).unwrap();
+    let key = [&b"o/"[..], &150u64.to_be_bytes()].concat();
+    db.open_tree("state").unwrap().insert(key, &b"\x01junk"[..]).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    stage.append(rest);
+
+    let mut d = Daemon::start(&stage.config, &["--exit-at-end", "--no-forward"], &[]);
+    let (status, _) = d.wait(support::DEADLINE);
+    assert!(!status.success(), "{}", d.log());
+    let line = d.log().lines().find(|l| l.contains("marked for salvage")).map(String::from);
+    let line = line.unwrap_or_else(|| panic!("no salvage line: {}", d.log()));
+    assert!(line.contains("tree=state") && line.contains("key=o/150"), "{line}");
+    assert!(store.join(linegate::store::SALVAGE_MARKER).exists(), "the marker is durable");
+
+    support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
+    assert!(!store.join(linegate::store::SALVAGE_MARKER).exists(), "left with the damage");
+    let ledger = support::ledger(&stage.config);
+    let recovery = ledger.iter().find(|e| e["kind"] == "recovery").expect("a recovery record");
+    let what = recovery["what"].as_str().unwrap();
+    assert!(what.contains("damage found while running") && what.contains("o/150"), "{what}");
+    assert_eq!(recovery["salvage"]["unreadable"]["outbox"], 1, "{recovery}");
+    assert_eq!(recovery["salvage"]["copied"]["checkpoint"], 1, "{recovery}");
+    stage.check_against_replay();
+    let report = cli(&["reconcile"], &stage.config);
+    assert!(report.contains("1 lost to a damaged store"), "{report}");
+}
+
+/// The checkpoint is lost after everything was decided and acknowledged, so the journal is empty
+/// too: the trace source resumes from its position kept beside the checkpoint (`n/source/0`,
+/// salvaged), not from its start, and no event is accepted twice.
+#[test]
+fn lost_checkpoint_with_an_empty_journal() {
+    // The incident closes (at 142 s) before the damage: with the journal empty there is nothing
+    // to re-derive the rule state from (docs/runbook.md, "lost checkpoint").
+    let lines = in_arrival_order(steady("press-1", "s1", 0, 400, highs(20, 25)));
+    let (first, rest) = lines.split_at(200);
+    let mut stage = Stage::new(first, 0.0, "");
+    support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
+    let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], &stage.config)).unwrap();
+    let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
+    assert_eq!(db.open_tree("journal").unwrap().len(), 0, "the journal is empty: {inspect}");
+    db.open_tree("state").unwrap().insert("c/", &b"\x09broken"[..]).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    stage.append(rest);
+
+    support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
+    let recovery = support::ledger(&stage.config).into_iter().find(|e| e["kind"] == "recovery");
+    let salvage = &recovery.expect("a recovery record")["salvage"];
+    assert_eq!(salvage["unreadable"]["checkpoint"], 1, "{salvage}");
+    assert_eq!(salvage["copied"]["source_positions"], 1, "{salvage}");
+    // Every event accepted once, as replay decides them.
+    stage.check_against_replay();
 }

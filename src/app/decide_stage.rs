@@ -71,12 +71,13 @@ impl DecideStage {
         outbox_grew: Arc<Notify>,
         telemetry: Telemetry,
     ) -> Result<DecideStage, AppError> {
-        let (cp, warm_up_through, seq_marks) = {
+        let (cp, warm_up_through, seq_marks, positions) = {
             let s = read(&store);
             let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
-            (s.last_checkpoint()?, s.decided_through()?.unwrap_or(0), marks)
+            let positions = s.source_positions()?;
+            (s.last_checkpoint()?, s.decided_through()?.unwrap_or(0), marks, positions)
         };
-        let (decider, offsets, last_pos) = match cp {
+        let (decider, mut offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
                 let p = CheckpointPayload::decode(&cp.decider)
@@ -86,6 +87,12 @@ impl DecideStage {
                 (d, p.offsets, cp.journal_pos)
             }
         };
+        // The positions kept beside the checkpoint: the same offsets, or, when a salvage lost
+        // the checkpoint, the only record of how far a source was read.
+        for (source, offset) in positions {
+            let o = offsets.entry(source).or_insert(0);
+            *o = (*o).max(offset);
+        }
         Ok(DecideStage {
             store,
             decider: decider.reporting(),
@@ -209,7 +216,9 @@ impl DecideStage {
             self.last_pos = rec.pos;
             self.last_at = Some(rec.at);
             if let Some(o) = rec.origin.filter(|o| o.source != crate::store::Origin::RELEASED) {
-                self.offsets.insert(o.source, o.end_offset);
+                // Records re-derived after a salvage lie below a kept position: never go back.
+                let offset = self.offsets.entry(o.source).or_insert(0);
+                *offset = (*offset).max(o.end_offset);
             }
         }
         self.decider.note_state();
@@ -243,8 +252,9 @@ impl DecideStage {
             CheckpointPayload { decider: self.decider.snapshot(), offsets: self.offsets.clone() };
         let shared = self.store.clone();
         let mut store = lock(&shared);
-        let (outbox, ledger, puts) =
+        let (outbox, ledger, mut puts) =
             self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq());
+        puts.extend(self.offsets.iter().map(|(&s, &o)| crate::store::source_position_put(s, o)));
         store.apply_checkpoint_with_archive(
             self.last_pos,
             &payload.encode(),

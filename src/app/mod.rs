@@ -13,7 +13,8 @@
 //! lock, so one process); writes take it exclusively, a checkpoint's commit shared so that the
 //! forwarder reads meanwhile. Sled work runs on blocking threads, never on the reactor. A start on an existing store ledgers a
 //! `Restart` and resumes: the decide stage from its checkpoint (journal records after it are
-//! decided again, exactly as before), each source right after its last journaled record.
+//! decided again, exactly as before), each source right after its last journaled record or its position kept beside the
+//! checkpoint (`n/source/`), whichever is further.
 //! Stopping (SIGTERM, SIGINT, or the end of every source with `exit_at_end`) commits what was
 //! read, decides and checkpoints it, lets the forwarder drain, and returns ([`shutdown`]: within
 //! a bounded time after a signal).
@@ -128,7 +129,62 @@ impl std::fmt::Debug for RunOptions {
 }
 
 /// Runs the pipeline until `shutdown` completes (or, with `exit_at_end`, every source ends).
+///
+/// A stored record found damaged while running ([`AppError::store_damage`]) stops the daemon
+/// like any store error, and first asks the next start to salvage the store (a marker in its
+/// directory, `crate::store::request_salvage`): restarted, it salvages rather than stopping on
+/// the same record again (fail closed, never a crash loop).
 pub async fn run(
+    config: Config,
+    opts: RunOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AppError> {
+    let path = config.store.path.clone();
+    let r = run_pipeline(config, opts, shutdown).await;
+    if let Some(damage) = r.as_ref().err().and_then(AppError::store_damage) {
+        match crate::store::request_salvage(&path, &damage) {
+            Ok(marker) => tracing::error!(
+                tree = %damage.tree,
+                key = %damage.key,
+                error = %damage.error,
+                marker = %marker.display(),
+                "a stored record is damaged: the store is marked for salvage at the next start; stopping"
+            ),
+            Err(e) => tracing::error!(
+                error = %damage.error,
+                "a stored record is damaged, and the salvage marker could not be written: {e}"
+            ),
+        }
+    }
+    r
+}
+
+impl AppError {
+    /// The stored record this error found damaged (one that does not decode), if any: a store
+    /// error `Corrupt` from any stage, or an outbox or journal record the decide stage or the
+    /// forwarder could not decode.
+    pub fn store_damage(&self) -> Option<crate::store::Damage> {
+        use crate::forward::FetchError;
+        use crate::store::Damage;
+        let named = |tree: &str, key: String| {
+            Some(Damage { tree: tree.into(), key, error: self.to_string() })
+        };
+        match self {
+            AppError::Store(e) => Damage::of(e),
+            AppError::Outbox { seq, .. } => named("state", format!("o/{seq}")),
+            AppError::Forward(crate::forward::ForwardError::Store(f)) => match f {
+                FetchError::Store(e) => Damage::of(e),
+                FetchError::BadRecord { seq, .. } => named("state", format!("o/{seq}")),
+                FetchError::BadSamples { journal_pos, .. } => {
+                    named("journal", journal_pos.to_string())
+                }
+            },
+            _ => None,
+        }
+    }
+}
+
+async fn run_pipeline(
     config: Config,
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,

@@ -34,10 +34,9 @@ pub enum FetchError {
 /// Carries out a read.
 pub(super) fn read(store: &RwLock<Store>, read: &Read) -> Result<Fetched, FetchError> {
     #[cfg(feature = "failpoints")]
-    fail::fail_point!("forward::fetch::read", |_| Err(FetchError::BadRecord {
-        seq: 0,
-        what: "fault injected at failpoint forward::fetch::read".into(),
-    }));
+    fail::fail_point!("forward::fetch::read", |_| Err(FetchError::Store(StoreError::Injected {
+        point: "forward::fetch::read"
+    })));
     match *read {
         Read::NextSeq => Ok(Fetched::NextSeq(store.read_recursive().next_outbox_seq())),
         Read::Records { stream, after, limit } => records(store, stream, after, limit),

@@ -30,12 +30,13 @@ pub fn alert_prefix(alert_id: &str) -> Vec<u8> {
 }
 
 fn is_archive_key(k: &[u8]) -> bool {
-    k.starts_with(QUARANTINE) || k.starts_with(ALERTS)
+    k.starts_with(QUARANTINE) || k.starts_with(ALERTS) || k.starts_with(super::state::SOURCE_POS)
 }
 
 impl Store {
-    /// [`Store::checkpoint_with_ledger`] with archive records (`q/`, `a/` keys) in the same batch
-    /// (refused when a key lies outside those prefixes), and without its final commit: the
+    /// [`Store::checkpoint_with_ledger`] with archive records (`q/`, `a/` keys) and source
+    /// positions (`crate::store::source_position_put`) in the same batch (refused when a key lies
+    /// outside those prefixes), and without its final commit: the
     /// batch is applied (after a commit of the appends it covers, when there are any) and
     /// readable, and the caller's [`Store::commit`] makes it durable. Until then a crash loses
     /// the batch whole, never part of it (one batch on one tree), and the journal it covers is
@@ -51,9 +52,10 @@ impl Store {
     ) -> Result<()> {
         self.usable()?;
         if let Some((k, _)) = archive_puts.iter().find(|(k, _)| !is_archive_key(k)) {
-            return Err(
-                self.refused(format!("archive key {} is not under q/ or a/", k.escape_ascii()))
-            );
+            return Err(self.refused(format!(
+                "archive key {} is not under q/, a/ or n/source/",
+                k.escape_ascii()
+            )));
         }
         let r = self.checkpoint_apply(journal_pos, decider, outbox_adds, ledger_adds, archive_puts);
         self.poison_on_error(r)
@@ -81,7 +83,8 @@ impl Store {
     pub fn archive_remove(&mut self, key: &[u8], ledger: &[LedgerRecord]) -> Result<()> {
         self.usable()?;
         if !is_archive_key(key) {
-            return Err(self.refused(format!("key {} is not under q/ or a/", key.escape_ascii())));
+            return Err(self
+                .refused(format!("key {} is not under q/, a/ or n/source/", key.escape_ascii())));
         }
         let r = self.archive_remove_inner(key, ledger);
         self.poison_on_error(r)

@@ -9,10 +9,11 @@
 //!    its two renames: the fresh store is moved into place and opened (step 4).
 //! 2. Open `{path}` (a panic inside sled counts as a failure to open: sled 0.34 asserts on some
 //!    damaged files) and run [`Store::startup_check`], which is bounded — it reads the
-//!    checkpoint, the counters, the sequence marks (one per sensor) and the first and last
-//!    [`RECOVERY_SCAN`] records of the journal, the outbox and the ledger, so the time to ready
-//!    does not grow with the backlog.
-//! 3. If either fails: create a fresh store in `{path}.recovering` and **salvage** into it every
+//!    checkpoint, the counters, the sequence marks (one per sensor), the sources' positions and
+//!    the first and last [`RECOVERY_SCAN`] records of the journal, the outbox and the ledger, so
+//!    the time to ready does not grow with the backlog.
+//! 3. If either fails, or `{path}` holds a salvage marker (`marker.rs`: the last run found a
+//!    record damaged while running, wrote the marker and exited non-zero): create a fresh store in `{path}.recovering` and **salvage** into it every
 //!    record of `{path}` that reads back (journal with its segment files, outbox in order,
 //!    ledger, quarantine, alert archive, sequence marks, a checkpoint the decide stage can
 //!    restore; the order and the rules are in `salvage/mod.rs`), reading `{path}` in place. If
@@ -47,9 +48,13 @@
 //! Given the error that made a store unusable, [`Store::recover`] (which consumes the store)
 //! does step 3 and returns the fresh store. A checkpoint named as the cause (one the decide stage
 //! cannot restore: `run` checks it at start-up and recovers the store this way) is not salvaged;
-//! the decide stage then re-derives its state from the salvaged journal (`n/decided_through`). The
-//! daemon does not yet call it for a record found damaged while running: that stage stops with the
-//! error.
+//! the decide stage then re-derives its state from the salvaged journal (`n/decided_through`).
+//!
+//! A record found damaged while the daemon runs is not recovered in that process (every stage
+//! holds the store): the daemon writes the salvage marker ([`request_salvage`](super::request_salvage))
+//! and exits non-zero, and the next start salvages in step 3, the `Recovery` record naming the
+//! damage. A damaged checkpoint named by the marker is not copied. The marker leaves with the
+//! damaged directory, so it is gone exactly when the fresh store is in place.
 
 use std::path::{Path, PathBuf};
 
@@ -85,11 +90,15 @@ impl Store {
         if !path.exists() && fresh.is_dir() {
             move_in(&fresh, path)?;
         }
-        let (what, lost) = match open_checked(path, &opts) {
-            Ok(store) => return Ok((store, None)),
-            Err(e) => e,
+        let requested = super::marker::requested(path);
+        let (what, lost) = match (open_checked(path, &opts), &requested) {
+            (Ok(store), None) => return Ok((store, None)),
+            (Ok(store), Some(damage)) => (damage.describe(), store.remains()),
+            (Err((what, lost)), None) => (what, lost),
+            (Err((what, lost)), Some(damage)) => (format!("{what}; {}", damage.describe()), lost),
         };
-        let recovered = replace_damaged(path, &opts, now_ms, what, lost, true)?;
+        let keep_checkpoint = !requested.is_some_and(|d| d.is_checkpoint());
+        let recovered = replace_damaged(path, &opts, now_ms, what, lost, keep_checkpoint)?;
         let store =
             Store::open(path, opts).map_err(|e| give_up(path, "open the fresh store", e))?;
         Ok((store, Some(recovered)))
@@ -115,6 +124,7 @@ impl Store {
     /// The bounded start-up check: see the module documentation.
     pub fn startup_check(&self) -> Result<()> {
         self.last_checkpoint()?;
+        self.source_positions()?;
         for mark in self.seq_marks() {
             mark?;
         }

@@ -18,7 +18,25 @@ pub(super) const CHECKPOINT_POS: &[u8] = b"n/checkpoint_pos";
 /// Written by a salvage that could not keep the checkpoint: the last journal position decided
 /// before the damage (`salvage.rs`).
 pub(super) const DECIDED_THROUGH: &[u8] = b"n/decided_through";
+/// Prefix of each source's last committed position: `n/source/` + u16 BE source index → u64 BE
+/// end offset, written in the checkpoint batch beside the checkpoint (which holds the same
+/// offsets): a salvage copies these even when the checkpoint is lost, so a source whose lines all
+/// left the journal resumes where it was, not from its start.
+pub(super) const SOURCE_POS: &[u8] = b"n/source/";
 const VERSION: u8 = 1;
+
+/// The `state` put that records source `source`'s last committed position `end_offset`, for the
+/// checkpoint batch ([`Store::apply_checkpoint_with_archive`]).
+pub fn source_position_put(source: u16, end_offset: u64) -> (Vec<u8>, Vec<u8>) {
+    ([SOURCE_POS, &source.to_be_bytes()[..]].concat(), end_offset.to_be_bytes().to_vec())
+}
+
+/// A source position's key and value decoded: `(source, end offset)`.
+pub(super) fn decode_source_position(key: &[u8], value: &[u8]) -> Option<(u16, u64)> {
+    let source = <[u8; 2]>::try_from(key.strip_prefix(SOURCE_POS)?).ok()?;
+    let offset = <[u8; 8]>::try_from(value).ok()?;
+    Some((u16::from_be_bytes(source), u64::from_be_bytes(offset)))
+}
 
 /// The decide stage's state and the journal position it reached (the last position consumed;
 /// records after it are replayed on restart).
@@ -224,6 +242,20 @@ impl Store {
         self.next_journal = self.next_journal.max(self.checkpoint_pos.saturating_add(1));
         self.next_journal = self.next_journal.max(journal_next);
         Ok(())
+    }
+
+    /// Each source's last committed position (`n/source/`), by source index; empty on a store
+    /// written before they were kept.
+    pub fn source_positions(&self) -> Result<std::collections::BTreeMap<u16, u64>> {
+        let mut out = std::collections::BTreeMap::new();
+        for kv in self.state.scan_prefix(SOURCE_POS) {
+            let (k, v) = kv.map_err(self.sled_err("iterate n/source/ in tree state"))?;
+            let (source, offset) = decode_source_position(&k, &v).ok_or_else(|| {
+                self.corrupt(STATE, &k, "a source position is not n/source/ + u16 → u64")
+            })?;
+            out.insert(source, offset);
+        }
+        Ok(out)
     }
 
     /// The last journal position decided before a salvage that could not keep the checkpoint

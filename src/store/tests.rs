@@ -383,3 +383,22 @@ fn an_applied_checkpoint_is_readable_at_once_and_durable_after_its_commit() {
         Some(Checkpoint { journal_pos: 2, decider: b"d".to_vec() })
     );
 }
+
+#[test]
+fn source_positions_go_in_the_checkpoint_batch_and_an_old_store_has_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(tmp.path());
+        assert!(s.source_positions().unwrap().is_empty(), "absent in a store without them");
+        s.append_journal(&[(1, b"a".to_vec())]).unwrap();
+        let puts = [super::source_position_put(0, 120), super::source_position_put(3, 7)];
+        s.apply_checkpoint_with_archive(1, b"d", &[], &[], &puts).unwrap();
+        s.commit().unwrap();
+    }
+    let s = open(tmp.path());
+    assert_eq!(s.source_positions().unwrap().into_iter().collect::<Vec<_>>(), [(0, 120), (3, 7)]);
+    drop(s);
+    poke(tmp.path(), "state", b"n/source/\x00\x01", b"\x01");
+    let s = open(tmp.path());
+    assert_corrupt(s.startup_check().unwrap_err(), "state", "n/source/\\x00\\x01");
+}

@@ -16,7 +16,9 @@
 //! 3. **Outbox**, under its own sequences (its order is the MQTT backlog): each record that
 //!    decodes. A `Samples` record whose journal record was not copied is dropped and its time
 //!    range declared a gap.
-//! 4. **Alert archive** (JSON that parses) and **quarantine** (entries that decode).
+//! 4. **Alert archive** (JSON that parses), **quarantine** (entries that decode) and the
+//!    **sources' positions** (`n/source/`, well-formed ones): with them a source whose lines all
+//!    left the journal resumes where it was even when the checkpoint is lost.
 //! 5. **Ledger**, under its own sequences, so its references (outbox sequences, journal
 //!    positions, quarantine keys) stay true. Reading it also: rebuilds an alert's outbox record
 //!    that did not decode from its archived revision; attributes lost outbox events to their
@@ -45,8 +47,8 @@ use super::journal::{decode_meta, Body};
 use super::ledger::LEDGER_NEXT;
 use super::segments::{segment_path, RAW_DIR};
 use super::state::{
-    decode_checkpoint, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH, JOURNAL_NEXT, JOURNAL_START,
-    OUTBOX, OUTBOX_NEXT,
+    decode_checkpoint, decode_source_position, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH,
+    JOURNAL_NEXT, JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
 };
 use super::{failpoint, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
@@ -291,16 +293,21 @@ impl Copier<'_> {
     /// Step 4.
     fn archive(&mut self, old: &Old<'_>, fresh: &Store) -> Result<()> {
         let mut out = Batcher::new(&fresh.state, fresh.path());
-        for (prefix, kind) in [(ALERTS, "alert_archive"), (QUARANTINE, "quarantine")] {
+        let kinds = [
+            (ALERTS, "alert_archive"),
+            (QUARANTINE, "quarantine"),
+            (SOURCE_POS, "source_positions"),
+        ];
+        for (prefix, kind) in kinds {
             for kv in old.state.scan_prefix(prefix) {
                 let Ok((k, v)) = kv else {
                     self.count(false, &format!("{kind}_scan_stopped"));
                     break;
                 };
-                let ok = if prefix == ALERTS {
-                    serde_json::from_slice::<serde::de::IgnoredAny>(&v).is_ok()
-                } else {
-                    QuarantineEntry::decode(&v).is_ok()
+                let ok = match prefix {
+                    ALERTS => serde_json::from_slice::<serde::de::IgnoredAny>(&v).is_ok(),
+                    QUARANTINE => QuarantineEntry::decode(&v).is_ok(),
+                    _ => decode_source_position(&k, &v).is_some(),
                 };
                 if ok {
                     out.put(&k, &v)?;
