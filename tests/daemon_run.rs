@@ -6,6 +6,7 @@
 //!   is clean and the accepted events are exactly those `linegate replay` accepts;
 //! - systemd's notify protocol: READY=1, WATCHDOG=1 (with `WATCHDOG_USEC`), STOPPING=1 on a
 //!   datagram socket the test binds;
+//! - a short `[store] history` prunes the ledger, and `reconcile` still proves the whole life;
 //! - a small `[store] max_bytes` sheds old raw samples: `Shed` records in `linegate dump ledger`,
 //!   and `reconcile` lists them as missing with the reason.
 
@@ -30,11 +31,19 @@ struct Setup {
     port: u16,
     max_bytes: &'static str,
     allowed_lateness: &'static str,
+    history: &'static str,
 }
 
 impl Setup {
     fn new(trace: PathBuf) -> Setup {
-        Setup { trace, speed: 0.0, port: free_port(), max_bytes: "4GiB", allowed_lateness: "10m" }
+        Setup {
+            trace,
+            speed: 0.0,
+            port: free_port(),
+            max_bytes: "4GiB",
+            allowed_lateness: "10m",
+            history: "24h",
+        }
     }
 
     /// Writes the configuration (the CWRU fixture's rule) to `dir/NAME`.
@@ -65,8 +74,8 @@ max_future = "5s"
         ) + &support::trace_daemon_sections(
             &dir.join("db"),
             &format!(
-                "max_bytes = \"{}\"\ncommit_records = 20\ncommit_interval = \"20ms\"\n",
-                self.max_bytes
+                "max_bytes = \"{}\"\nhistory = \"{}\"\ncommit_records = 20\ncommit_interval = \"20ms\"\n",
+                self.max_bytes, self.history
             ),
             self.port,
             &self.trace,
@@ -270,4 +279,28 @@ fn a_small_budget_sheds_old_samples_as_declared_gaps() {
     let missing = report.lines().filter(|l| l.contains("missing (declared: shed)")).count();
     assert!(missing >= shed.len(), "{report}");
     assert!(report.contains("gap mill/x1 samples ["), "{report}");
+}
+
+#[test]
+fn a_short_history_prunes_the_ledger_and_reconcile_still_proves_the_whole_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(cwru_trace());
+    setup.allowed_lateness = "30s";
+    setup.history = "1m";
+    let config = setup.write(dir.path(), "run.toml");
+    let d = support::daemon::run_to_end(&config, &["--forward", "local-ack"]);
+
+    let replayed = replay(&cwru_trace(), &config, dir.path());
+    let kept = accepted_ids(&ledger(&config));
+    // The trace spans 621 s of ingest time; a minute of it stays in the ledger.
+    assert!(!kept.is_empty() && (kept.len() as u64) < replayed.accepted() / 2, "{}", d.log());
+    let json: serde_json::Value =
+        serde_json::from_str(&cli(&["reconcile", "--json"], &config)).unwrap();
+    assert!(json["pruned_records"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(json["accepted_events"].as_u64(), Some(replayed.accepted()), "{json}");
+    assert_eq!(json["alert_records"].as_u64(), Some(replayed.alert_lines().len() as u64));
+    assert_eq!(json["unaccounted"], serde_json::json!([]), "{json}");
+    let report = cli(&["reconcile"], &config);
+    assert!(report.contains("folded into the history summary"), "{report}");
+    assert!(report.contains("reconcile: ok"), "{report}");
 }

@@ -10,6 +10,8 @@
 //!   ends at its `ts_ms` (a derived event's `ts_ms` is its frame's end);
 //! - frames of a machine that end after its watermark minus the rule window and the allowed
 //!   lateness: events there can still join an incident (late ones included).
+//!
+//! The same check first prunes the ledger's and the alert archive's history ([`prune`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -98,6 +100,7 @@ pub(super) fn enforce(
 ) -> Result<Option<ShedReport>, AppError> {
     let max = config.store.max_bytes;
     let mut s = lock(store);
+    prune(&mut s, config, telemetry)?;
     if s.disk_usage()? <= max {
         return Ok(None);
     }
@@ -126,6 +129,28 @@ pub(super) fn enforce(
     }
     Ok(Some(report))
 }
+
+/// The ledger's and the alert archive's history: folds the ledger records whose decisions are
+/// older than `[store] history` before the newest decision into the pruned summary
+/// (`store/prune.rs`), at most [`PRUNE_PER_CHECK`] a check. The horizon follows ingest time, not
+/// the wall clock, so a trace replayed at speed keeps the same history as the live gateway.
+pub(super) fn prune(s: &mut Store, config: &Config, telemetry: &Telemetry) -> Result<(), AppError> {
+    let Some(newest) = s.newest_decision_ms()? else { return Ok(()) };
+    let report = s.prune_ledger(newest.saturating_sub(config.store.history_ms), PRUNE_PER_CHECK)?;
+    if report.ledger_records > 0 {
+        tracing::debug!(
+            ledger_records = report.ledger_records,
+            alert_revisions = report.alert_revisions,
+            "retention: pruned the ledger's history"
+        );
+        telemetry.metrics.ledger_pruned(report.ledger_records);
+    }
+    Ok(())
+}
+
+/// Ledger records pruned in one check at most: far more than a gateway adds in a second, few
+/// enough to hold the store's lock briefly.
+pub const PRUNE_PER_CHECK: usize = 5_000;
 
 /// Checks the budget every [`RETENTION_INTERVAL`] until `stop`. A failed check is logged and
 /// tried again (a store that failed a write is poisoned and stops the decide stage anyway).

@@ -166,6 +166,10 @@ pub struct StoreConfig {
     pub commit_interval_ms: i64,
     /// ... or every this many records (`commit_records`, default 1000; >= 1), whichever first.
     pub commit_records: usize,
+    /// `history`: how long the ledger and the alert archive keep what they record, by ingest
+    /// time (default 24 h; at least `[time] allowed_lateness`); older records are folded into
+    /// a durable summary (docs/contracts.md section 11, `src/store/prune.rs`).
+    pub history_ms: i64,
 }
 
 impl Default for StoreConfig {
@@ -176,6 +180,7 @@ impl Default for StoreConfig {
             cache_bytes: 64 << 20,
             commit_interval_ms: 100,
             commit_records: 1000,
+            history_ms: 24 * 3600 * 1000,
         }
     }
 }
@@ -363,11 +368,23 @@ impl Ctx<'_> {
     }
 
     fn validate(&self, raw: RawConfig) -> Result<Config> {
+        let time = self.validate_time(raw.time.unwrap_or_default())?;
+        let store = self.validate_store(raw.store.unwrap_or_default())?;
+        // Late events still amend incidents within the allowed lateness: their ledger must stay.
+        if store.history_ms < time.allowed_lateness_ms {
+            return Err(self.err(
+                "store.history",
+                format!(
+                    "{} ms is shorter than [time] allowed_lateness ({} ms)",
+                    store.history_ms, time.allowed_lateness_ms
+                ),
+            ));
+        }
         Ok(Config {
             gateway: self.validate_gateway(raw.gateway)?,
             rule: self.validate_rule(raw.rule.unwrap_or_default())?,
-            time: self.validate_time(raw.time.unwrap_or_default())?,
-            store: self.validate_store(raw.store.unwrap_or_default())?,
+            time,
+            store,
             mqtt: self.validate_mqtt(raw.mqtt.unwrap_or_default())?,
             metrics: self.validate_metrics(raw.metrics.unwrap_or_default())?,
             source: self.validate_sources(raw.source.unwrap_or_default())?,
@@ -564,7 +581,15 @@ impl Ctx<'_> {
                 return Err(self.err("store.commit_records", format!("must be >= 1, got {n}")))
             }
         };
-        Ok(StoreConfig { path, max_bytes, cache_bytes, commit_interval_ms, commit_records })
+        let history_ms = self.duration("store.history", raw.history.as_deref(), d.history_ms)?;
+        Ok(StoreConfig {
+            path,
+            max_bytes,
+            cache_bytes,
+            commit_interval_ms,
+            commit_records,
+            history_ms,
+        })
     }
 
     fn validate_mqtt(&self, raw: RawMqtt) -> Result<MqttConfig> {

@@ -70,6 +70,7 @@ pub(super) struct RawStore {
     pub(super) cache: Option<toml::Value>,
     pub(super) commit_interval: Option<String>,
     pub(super) commit_records: Option<i64>,
+    pub(super) history: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

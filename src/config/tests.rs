@@ -293,6 +293,15 @@ fn impossible_values_are_rejected() {
     assert_err(with("[store]\nmax_bytes = \"4 gigs\"\n"), "store.max_bytes", &["4 gigs"]);
     assert_err(with("[store]\nmax_bytes = 1000\n"), "store.max_bytes", &["below"]);
     assert_err(with("[store]\ncache = -5\n"), "store.cache", &["negative"]);
+    assert_err(with("[store]\nhistory = \"a day\"\n"), "store.history", &["a day"]);
+    let short = "[store]\nhistory = \"5m\"\n[time]\nallowed_lateness = \"10m\"\n";
+    assert_err(with(short), "store.history", &["300000 ms", "allowed_lateness (600000 ms)"]);
+}
+
+#[test]
+fn history_defaults_to_a_day() {
+    assert_eq!(with("").unwrap().store.history_ms, 86_400_000);
+    assert_eq!(with("[store]\nhistory = \"1h\"\n").unwrap().store.history_ms, 3_600_000);
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub enum LedgerEntry {
 
 /// What a recovery copied from the damaged store into the fresh one (`src/store/salvage.rs`),
 /// and what it could not read. Kinds: `journal`, `raw_segments`, `outbox`, `outbox_rebuilt`
-/// (alert records rebuilt from the alert archive), `ledger`, `quarantine`, `alert_archive`,
+/// (alert records rebuilt from the alert archive), `ledger`, `quarantine`, `alert_archive`, `pruned_summary`,
 /// `seq_marks`, `checkpoint`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Salvage {

@@ -2,6 +2,7 @@
 //!
 //! - [`outbox`]: what waits for the broker (alerts, events, raw-sample frames, gap notices);
 //! - [`ledger`]: every state transition, for `explain` and `reconcile`;
+//! - [`pruned`]: the durable summary of the ledger records retention removed;
 //! - [`quarantine`]: why a record was rejected (docs/contracts.md section 7);
 //! - [`checkpoint`]: the checkpoint's payload and quarantined records as stored;
 //! - [`snapshot`]: the pure cores' state as bytes, for checkpoints;
@@ -12,6 +13,7 @@ pub mod cbor;
 pub mod checkpoint;
 pub mod ledger;
 pub mod outbox;
+pub mod pruned;
 pub mod quarantine;
 pub mod samples_codec;
 pub mod snapshot;

@@ -1,7 +1,7 @@
 //! The ledger in tree `state`: `l/` + u64 sequence → `LedgerRecord` bytes, and `n/ledger_next`.
 //! Ledger records are written in the same batch as the change they describe.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
@@ -10,7 +10,7 @@ use crate::records::ledger::LedgerRecord;
 pub(super) const LEDGER: &[u8] = b"l/";
 pub(super) const LEDGER_NEXT: &[u8] = b"n/ledger_next";
 
-fn ledger_key(seq: u64) -> [u8; 10] {
+pub(super) fn ledger_key(seq: u64) -> [u8; 10] {
     let mut k = [0u8; 10];
     k[..2].copy_from_slice(LEDGER);
     k[2..].copy_from_slice(&seq.to_be_bytes());
@@ -93,14 +93,7 @@ impl Store {
                 op: "iterate l/ in tree state".into(),
                 source,
             })?;
-            let seq = k
-                .strip_prefix(LEDGER)
-                .and_then(|r| <[u8; 8]>::try_from(r).ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| corrupt(&path, STATE, &k, "ledger key is not l/ + 8 bytes"))?;
-            let rec =
-                LedgerRecord::decode(&v).map_err(|e| corrupt(&path, STATE, &k, e.to_string()))?;
-            Ok((seq, rec))
+            decode_entry(&path, &k, &v)
         })
     }
 
@@ -123,4 +116,16 @@ impl Store {
         self.next_ledger = stored.max(last.saturating_add(1)).max(1);
         Ok(())
     }
+}
+
+/// A ledger key and value as `(sequence, record)`; a [`StoreError::Corrupt`] naming the key when
+/// either does not decode.
+pub(super) fn decode_entry(path: &Path, k: &[u8], v: &[u8]) -> Result<(u64, LedgerRecord)> {
+    let seq = k
+        .strip_prefix(LEDGER)
+        .and_then(|r| <[u8; 8]>::try_from(r).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| corrupt(path, STATE, k, "ledger key is not l/ + 8 bytes"))?;
+    let rec = LedgerRecord::decode(v).map_err(|e| corrupt(path, STATE, k, e.to_string()))?;
+    Ok((seq, rec))
 }

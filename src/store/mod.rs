@@ -18,6 +18,7 @@
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `state` | `n/shed_size` | no longer written (an old store's value is ignored) |
+//! | `state` | `s/pruned` | what retention pruned from the ledger: a `crate::records::pruned::PrunedSummary` (`prune.rs`) |
 //! | `state` | `q/` + u64, `a/` + alert id + `/` + u32 revision | quarantined records, archived alert records (`archive.rs`; written in the checkpoint batch) |
 //! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
 //!
@@ -72,6 +73,7 @@ mod journal;
 mod ledger;
 mod marker;
 mod outbox_read;
+mod prune;
 mod recovery;
 mod retention;
 mod salvage;
@@ -88,6 +90,7 @@ pub use fsync::fsyncs_total;
 pub use journal::{JournalRecord, Origin};
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_read::OutboxScan;
+pub use prune::{PruneReport, PRUNED, PRUNE_BATCH};
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;

@@ -125,6 +125,7 @@ impl Store {
     pub fn startup_check(&self) -> Result<()> {
         self.last_checkpoint()?;
         self.source_positions()?;
+        self.pruned_summary()?;
         for mark in self.seq_marks() {
             mark?;
         }

@@ -69,6 +69,7 @@ pub(super) struct Families {
     pub(super) store_bytes: Gauge,
     pub(super) clock_state: Family<StateLabel, Gauge>,
     pub(super) sensor_overruns: Family<SensorLabel, Counter>,
+    pub(super) ledger_pruned: Counter,
 }
 
 /// Latency buckets from 0.5 ms to about 16 s, doubling: a decision or a group commit on a
@@ -113,6 +114,7 @@ impl Families {
             store_bytes: Gauge::default(),
             clock_state: Family::default(),
             sensor_overruns: Family::default(),
+            ledger_pruned: Counter::default(),
         }
     }
 
@@ -251,6 +253,11 @@ impl Families {
             "sensor_overruns",
             "Sensor FIFO overruns (samples lost in the sensor), by sensor",
             f.sensor_overruns.clone(),
+        );
+        r.register(
+            "ledger_pruned_records",
+            "Ledger records older than [store] history folded into the pruned summary",
+            f.ledger_pruned.clone(),
         );
     }
 }

@@ -296,6 +296,11 @@ impl Metrics {
             .get_or_create(&SensorLabel { sensor: sensor.to_owned() })
             .inc_by(n);
     }
+
+    /// Ledger records retention folded into the pruned summary.
+    pub fn ledger_pruned(&self, n: u64) {
+        self.inner.families.ledger_pruned.inc_by(n);
+    }
 }
 
 #[cfg(test)]

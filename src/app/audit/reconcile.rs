@@ -19,6 +19,7 @@ use super::AuditError;
 use crate::config::Config;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::GapRange;
+use crate::records::pruned::{insert_run, owed as owed_by, PrunedSummary, Runs};
 use crate::store::Store;
 
 /// What a gap is.
@@ -69,6 +70,24 @@ pub struct Reconciliation {
     pub gaps: Vec<Gap>,
     /// Declared raw-sample gaps, in ledger order.
     pub sample_gaps: Vec<SampleGap>,
+    /// Ledger records that retention folded into its summary (`[store] history`); the totals
+    /// above include them.
+    pub pruned_records: u64,
+    /// Declared raw-sample gaps among them, per sensor and reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pruned_sample_gaps: Vec<PrunedSampleGaps>,
+}
+
+/// Declared raw-sample gaps of one sensor for one reason in the pruned part of the ledger: how
+/// many, and the span of event time they lie in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrunedSampleGaps {
+    pub machine: String,
+    pub sensor: String,
+    pub reason: String,
+    pub count: u64,
+    pub from_ms: i64,
+    pub to_ms: i64,
 }
 
 impl Reconciliation {
@@ -79,31 +98,64 @@ impl Reconciliation {
     }
 }
 
-/// Reconciles `ledger` (in order) against the outbox sequences still `queued`.
+/// Reconciles `ledger` (in order, what retention left after `pruned`) against the outbox
+/// sequences still `queued`. The answer is the one the whole ledger would give: `pruned` carries
+/// the totals, the pruned records still owed an acknowledgement and each sensor's seq runs.
 pub fn reconcile_ledger<'a>(
+    pruned: &PrunedSummary,
     ledger: impl IntoIterator<Item = &'a LedgerRecord>,
     queued: &BTreeSet<u64>,
     allowed_lateness_ms: i64,
 ) -> Reconciliation {
     let mut acked = BTreeSet::new();
-    let mut owed: Vec<(String, u64)> = Vec::new();
-    let mut seqs: BTreeMap<(String, String), BTreeMap<u64, i64>> = BTreeMap::new();
-    let mut declared: Vec<(String, u64, u64, String)> = Vec::new();
-    let mut newest = i64::MIN;
-    let mut lost: Vec<(u64, u64)> = Vec::new();
-    let mut r = Reconciliation::default();
+    let mut owed: Vec<(String, u64)> =
+        pruned.owed.iter().map(|(seq, what)| (what.clone(), *seq)).collect();
+    // Per sensor: runs of seqs `(from, to, ts_ms of from)`, the pruned ones first.
+    let mut seqs: BTreeMap<(String, String), Runs> = pruned
+        .sensors
+        .iter()
+        .filter_map(|(k, s)| {
+            let (m, sensor) = k.split_once('/')?;
+            Some(((m.to_string(), sensor.to_string()), s.runs.clone()))
+        })
+        .collect();
+    let mut declared = pruned.event_gaps.clone();
+    let mut newest = pruned.newest_at_ms;
+    let mut lost = pruned.lost_outbox.clone();
+    let mut r = Reconciliation {
+        accepted_events: pruned.accepted_events,
+        alert_records: pruned.alert_records,
+        acknowledged: pruned.acknowledged,
+        pruned_records: pruned.records(),
+        pruned_sample_gaps: pruned
+            .sample_gaps
+            .iter()
+            .filter_map(|(k, t)| {
+                let mut parts = k.splitn(3, '/');
+                Some(PrunedSampleGaps {
+                    machine: parts.next()?.to_string(),
+                    sensor: parts.next()?.to_string(),
+                    reason: parts.next()?.to_string(),
+                    count: t.count,
+                    from_ms: t.from_ms,
+                    to_ms: t.to_ms,
+                })
+            })
+            .collect(),
+        ..Reconciliation::default()
+    };
     for rec in ledger {
+        if let Some((seq, what)) = owed_by(&rec.entry) {
+            owed.push((what, seq));
+        }
         match &rec.entry {
-            LedgerEntry::Accepted { event_id, machine, sensor, seq, ts_ms, outbox_seq, .. } => {
+            LedgerEntry::Accepted { machine, sensor, seq, ts_ms, .. } => {
                 r.accepted_events += 1;
                 newest = newest.max(rec.at_ms);
-                owed.push((format!("event {event_id}"), *outbox_seq));
-                seqs.entry((machine.clone(), sensor.clone())).or_default().insert(*seq, *ts_ms);
+                let runs = seqs.entry((machine.clone(), sensor.clone())).or_default();
+                insert_run(runs, *seq, *ts_ms);
             }
-            LedgerEntry::Alert { alert_id, revision, outbox_seq, .. } => {
-                r.alert_records += 1;
-                owed.push((format!("alert {alert_id} revision {revision}"), *outbox_seq));
-            }
+            LedgerEntry::Alert { .. } => r.alert_records += 1,
             LedgerEntry::Acknowledged { outbox_seqs } => acked.extend(outbox_seqs.iter().copied()),
             LedgerEntry::Recovery { salvage: Some(s), .. } => lost.extend(&s.lost_outbox),
             LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => match gap.range
@@ -134,30 +186,26 @@ pub fn reconcile_ledger<'a>(
                 .push(format!("{what} (outbox record {seq}): neither acknowledged nor queued"));
         }
     }
-    for ((machine, sensor), got) in seqs {
-        let mut prev: Option<u64> = None;
-        for (&seq, &ts) in &got {
-            if let Some(p) = prev.filter(|&p| seq > p + 1) {
-                let (from_seq, to_seq) = (p + 1, seq - 1);
-                let behind_ms = newest.saturating_sub(ts);
-                let reason = declared
-                    .iter()
-                    .find(|(s, f, t, _)| *s == sensor && *f <= from_seq && to_seq <= *t)
-                    .map(|d| d.3.clone());
-                let status = match reason {
-                    Some(reason) => GapStatus::Missing { reason },
-                    None if behind_ms <= allowed_lateness_ms => GapStatus::Delayed { behind_ms },
-                    None => GapStatus::Undeclared { behind_ms },
-                };
-                r.gaps.push(Gap {
-                    machine: machine.clone(),
-                    sensor: sensor.clone(),
-                    from_seq,
-                    to_seq,
-                    status,
-                });
-            }
-            prev = Some(seq);
+    for ((machine, sensor), runs) in seqs {
+        for w in runs.windows(2) {
+            let (from_seq, to_seq, ts) = (w[0].1 + 1, w[1].0 - 1, w[1].2);
+            let behind_ms = newest.saturating_sub(ts);
+            let reason = declared
+                .iter()
+                .find(|(s, f, t, _)| *s == sensor && *f <= from_seq && to_seq <= *t)
+                .map(|d| d.3.clone());
+            let status = match reason {
+                Some(reason) => GapStatus::Missing { reason },
+                None if behind_ms <= allowed_lateness_ms => GapStatus::Delayed { behind_ms },
+                None => GapStatus::Undeclared { behind_ms },
+            };
+            r.gaps.push(Gap {
+                machine: machine.clone(),
+                sensor: sensor.clone(),
+                from_seq,
+                to_seq,
+                status,
+            });
         }
     }
     r
@@ -168,8 +216,13 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
     let ledger = super::ledger(store)?;
     let queued: BTreeSet<u64> =
         store.outbox_pending().map(|r| r.map(|(s, _)| s)).collect::<Result<_, _>>()?;
-    let r =
-        reconcile_ledger(ledger.iter().map(|(_, r)| r), &queued, config.time.allowed_lateness_ms);
+    let pruned = store.pruned_summary()?;
+    let r = reconcile_ledger(
+        &pruned,
+        ledger.iter().map(|(_, r)| r),
+        &queued,
+        config.time.allowed_lateness_ms,
+    );
     let mut out = std::io::stdout().lock();
     if json {
         let text = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
@@ -184,6 +237,13 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
             r.queued,
             r.unaccounted.len()
         )?;
+        if r.pruned_records > 0 {
+            writeln!(
+                out,
+                "  {} older ledger records are folded into the history summary ([store] history)",
+                r.pruned_records
+            )?;
+        }
         if r.declared_lost > 0 {
             writeln!(
                 out,
@@ -215,6 +275,13 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
                 out,
                 "  gap {}/{} samples [{}, {}) ms: missing (declared: {})",
                 g.machine, g.sensor, g.from_ms, g.to_ms, g.reason
+            )?;
+        }
+        for g in &r.pruned_sample_gaps {
+            writeln!(
+                out,
+                "  {} gaps {}/{} samples within [{}, {}) ms: missing (declared: {}; pruned history)",
+                g.count, g.machine, g.sensor, g.from_ms, g.to_ms, g.reason
             )?;
         }
         writeln!(out, "{}", if r.ok() { "reconcile: ok" } else { "reconcile: FAILED" })?;
@@ -266,7 +333,7 @@ mod tests {
             declared(4, 5),
         ];
         let queued = [1, 2, 3, 4].into();
-        let r = reconcile_ledger(&ledger, &queued, 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, 10_000);
         let st: Vec<_> = r.gaps.iter().map(|g| (g.from_seq, g.to_seq, g.status.clone())).collect();
         assert_eq!(
             st,
@@ -286,10 +353,10 @@ mod tests {
             accepted(2, 1_100, 2),
             LedgerRecord::new(5, LedgerEntry::Acknowledged { outbox_seqs: vec![1] }),
         ];
-        let r = reconcile_ledger(&ledger, &[2].into(), 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &[2].into(), 10_000);
         assert!(r.ok());
         assert_eq!((r.acknowledged, r.queued), (1, 1));
-        let r = reconcile_ledger(&ledger, &BTreeSet::new(), 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), 10_000);
         assert!(!r.ok());
         assert!(r.unaccounted[0].contains("event e2"));
         let salvage =
@@ -302,8 +369,103 @@ mod tests {
         };
         let mut ledger = ledger;
         ledger.push(LedgerRecord::new(6, recovery));
-        let r = reconcile_ledger(&ledger, &BTreeSet::new(), 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), 10_000);
         assert!(r.ok(), "{r:?}");
         assert_eq!((r.acknowledged, r.declared_lost), (1, 1));
+    }
+}
+
+/// Reconciling what retention left with its summary gives the answer of the whole ledger, for a
+/// cut anywhere: the property `[store] history` rests on.
+#[cfg(test)]
+mod pruned_tests {
+    use super::*;
+    use crate::records::ledger::{Acceptance, Salvage};
+    use crate::records::outbox::GapNotice;
+    use proptest::prelude::*;
+
+    /// Ledger record `i` (from 0): accepted events and alert records use outbox sequence `i + 1`,
+    /// unique as in a store.
+    fn record(i: usize, op: (u8, u8, u64, u64)) -> LedgerRecord {
+        let (kind, sensor, a, b) = op;
+        let own = i as u64 + 1;
+        let sensor = format!("s{}", sensor % 2);
+        let entry = match kind % 6 {
+            0 | 1 => LedgerEntry::Accepted {
+                event_id: format!("{sensor}.{a}"),
+                machine: "m".into(),
+                sensor,
+                seq: a,
+                ts_ms: a as i64 * 1000,
+                how: Acceptance::Applied,
+                journal_pos: a,
+                outbox_seq: own,
+                counted: false,
+            },
+            // An acknowledgement follows what it acknowledges.
+            2 => LedgerEntry::Acknowledged { outbox_seqs: vec![1 + a % own, 1 + b % own] },
+            3 => LedgerEntry::Alert {
+                alert_id: format!("a{a}"),
+                revision: 0,
+                alert_kind: "open".into(),
+                machine: "m".into(),
+                caused_by: None,
+                outbox_seq: own,
+            },
+            4 => {
+                let gap = GapNotice {
+                    machine: "m".into(),
+                    sensor,
+                    range: if a % 2 == 0 {
+                        GapRange::Events { from_seq: a.min(b), to_seq: a.max(b) }
+                    } else {
+                        GapRange::Samples { from_ms: a as i64, to_ms: b as i64 }
+                    },
+                    reason: "overrun".into(),
+                    declared_at_ms: 0,
+                };
+                LedgerEntry::GapDeclared { gap, outbox_seq: 1000 + a }
+            }
+            _ => LedgerEntry::Recovery {
+                what: "x".into(),
+                moved_to: None,
+                lost: "y".into(),
+                salvage: Some(Salvage {
+                    lost_outbox: vec![(a.min(b), a.max(b))],
+                    ..Salvage::default()
+                }),
+            },
+        };
+        LedgerRecord::new((a * 1000) as i64, entry)
+    }
+
+    proptest! {
+        #[test]
+        fn a_pruned_prefix_and_its_summary_reconcile_as_the_whole_ledger(
+            ops in prop::collection::vec((0u8..6, 0u8..2, 1u64..60, 1u64..60), 0..60),
+            queued in prop::collection::btree_set(1u64..60, 0..20),
+            cut in 0usize..60,
+        ) {
+            let ledger: Vec<LedgerRecord> = ops.into_iter().enumerate().map(|(i, op)| record(i, op)).collect();
+            let cut = cut.min(ledger.len());
+            let whole = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, 5_000);
+            let mut summary = PrunedSummary::new();
+            for (i, r) in ledger[..cut].iter().enumerate() {
+                summary.absorb(i as u64 + 1, r);
+            }
+            let summary = PrunedSummary::decode(&summary.encode()).unwrap();
+            let part = reconcile_ledger(&summary, &ledger[cut..], &queued, 5_000);
+            prop_assert_eq!(part.pruned_records, cut as u64);
+            let pruned_gaps: u64 = part.pruned_sample_gaps.iter().map(|g| g.count).sum();
+            prop_assert_eq!(pruned_gaps as usize + part.sample_gaps.len(), whole.sample_gaps.len());
+            let strip = |r: Reconciliation| Reconciliation {
+                pruned_records: 0,
+                pruned_sample_gaps: Vec::new(),
+                sample_gaps: Vec::new(),
+                unaccounted: { let mut u = r.unaccounted; u.sort(); u },
+                ..r
+            };
+            prop_assert_eq!(strip(part), strip(whole));
+        }
     }
 }

@@ -45,6 +45,7 @@ use std::path::Path;
 use super::archive::{ALERTS, QUARANTINE};
 use super::journal::{decode_meta, Body};
 use super::ledger::LEDGER_NEXT;
+use super::prune::PRUNED;
 use super::segments::{segment_path, RAW_DIR};
 use super::state::{
     decode_checkpoint, decode_source_position, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH,
@@ -54,6 +55,7 @@ use super::{failpoint, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
 use crate::records::ledger::Salvage;
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
+use crate::records::pruned::PrunedSummary;
 use io::{link_or_copy, Batcher, Held, RawReader};
 
 mod io;
@@ -314,6 +316,15 @@ impl Copier<'_> {
                 }
                 self.count(ok, kind);
             }
+        }
+        // What retention pruned from the ledger: without it `reconcile` proves only the totals
+        // of the ledger that is left.
+        if let Some(v) = old.state.get(PRUNED).ok().flatten() {
+            let ok = PrunedSummary::decode(&v).is_ok();
+            if ok {
+                out.put(PRUNED, &v)?;
+            }
+            self.count(ok, "pruned_summary");
         }
         out.flush()
     }
