@@ -18,25 +18,9 @@ BIN=${CARGO_TARGET_DIR:-target}/release/linegate
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-config() { # config STORE TRACE SPEED
-    cat <<TOML
-[gateway]
-id = "gw-bench"
-[rule]
-threshold = 0.9
-window = "2m"
-count = 3
-[store]
-path = "$1"
-cache = "8MiB"
-[metrics]
-listen = "127.0.0.1:0"
-[[source]]
-kind = "trace"
-path = "$2"
-speed = $3
-TOML
-}
+# shellcheck source=benches/support/trace_config.sh
+. benches/support/trace_config.sh
+config() { trace_config "$@"; }
 
 python3 benches/daemon_trace.py "$SECONDS_RT" > "$WORK/rt.jsonl"
 samples=$((SECONDS_RT * 8 * 3200))

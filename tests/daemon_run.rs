@@ -300,6 +300,9 @@ fn a_short_history_prunes_the_ledger_and_reconcile_still_proves_the_whole_life()
     assert_eq!(json["accepted_events"].as_u64(), Some(replayed.accepted()), "{json}");
     assert_eq!(json["alert_records"].as_u64(), Some(replayed.alert_lines().len() as u64));
     assert_eq!(json["unaccounted"], serde_json::json!([]), "{json}");
+    let inspect: serde_json::Value =
+        serde_json::from_str(&cli(&["inspect", "--json"], &config)).unwrap();
+    assert_eq!(inspect["ledger_pruned"], json["pruned_records"], "{inspect}");
     let report = cli(&["reconcile"], &config);
     assert!(report.contains("folded into the history summary"), "{report}");
     assert!(report.contains("reconcile: ok"), "{report}");

@@ -99,8 +99,9 @@ pub(super) fn enforce(
     telemetry: &Telemetry,
 ) -> Result<Option<ShedReport>, AppError> {
     let max = config.store.max_bytes;
+    // A batch at a time, the lock released between them, until the history is caught up.
+    while prune(&mut lock(store), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
     let mut s = lock(store);
-    prune(&mut s, config, telemetry)?;
     if s.disk_usage()? <= max {
         return Ok(None);
     }
@@ -132,10 +133,15 @@ pub(super) fn enforce(
 
 /// The ledger's and the alert archive's history: folds the ledger records whose decisions are
 /// older than `[store] history` before the newest decision into the pruned summary
-/// (`store/prune.rs`), at most [`PRUNE_PER_CHECK`] a check. The horizon follows ingest time, not
-/// the wall clock, so a trace replayed at speed keeps the same history as the live gateway.
-pub(super) fn prune(s: &mut Store, config: &Config, telemetry: &Telemetry) -> Result<(), AppError> {
-    let Some(newest) = s.newest_decision_ms()? else { return Ok(()) };
+/// (`store/prune.rs`), at most [`PRUNE_PER_CHECK`] at once; returns how many. The horizon
+/// follows ingest time, not the wall clock, so a trace replayed at speed keeps the same history
+/// as the live gateway.
+pub(super) fn prune(
+    s: &mut Store,
+    config: &Config,
+    telemetry: &Telemetry,
+) -> Result<u64, AppError> {
+    let Some(newest) = s.newest_decision_ms()? else { return Ok(0) };
     let report = s.prune_ledger(newest.saturating_sub(config.store.history_ms), PRUNE_PER_CHECK)?;
     if report.ledger_records > 0 {
         tracing::debug!(
@@ -145,11 +151,11 @@ pub(super) fn prune(s: &mut Store, config: &Config, telemetry: &Telemetry) -> Re
         );
         telemetry.metrics.ledger_pruned(report.ledger_records);
     }
-    Ok(())
+    Ok(report.ledger_records)
 }
 
-/// Ledger records pruned in one check at most: far more than a gateway adds in a second, few
-/// enough to hold the store's lock briefly.
+/// Ledger records pruned in one batch, under one hold of the store's lock: few enough to hold
+/// it briefly (the decide stage waits meanwhile).
 pub const PRUNE_PER_CHECK: usize = 5_000;
 
 /// Checks the budget every [`RETENTION_INTERVAL`] until `stop`. A failed check is logged and

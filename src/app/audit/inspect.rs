@@ -20,7 +20,12 @@ pub struct Inspection {
     pub journal_start: u64,
     pub checkpoint: u64,
     pub journal_next: u64,
+    /// Ledger records ever written (the next sequence − 1), pruned ones included.
     pub ledger_records: u64,
+    /// Of those, the ones `[store] history` folded into the pruned summary: sequences up to
+    /// `ledger_pruned_through`.
+    pub ledger_pruned: u64,
+    pub ledger_pruned_through: u64,
     pub quarantined: u64,
     pub size_on_disk: u64,
     pub last_restart: Option<LedgerRecord>,
@@ -50,6 +55,7 @@ pub fn gather(store: &Store) -> Result<Inspection, AuditError> {
         e.0 += 1;
         e.1 += bytes.len() as u64;
     }
+    let pruned = store.pruned_summary()?;
     let (mut last_restart, mut last_recovery) = (None, None);
     for r in store.ledger_from(1) {
         let (_, rec) = r?;
@@ -65,6 +71,8 @@ pub fn gather(store: &Store) -> Result<Inspection, AuditError> {
         checkpoint: store.checkpoint_pos(),
         journal_next: store.next_journal_pos(),
         ledger_records: store.next_ledger_seq() - 1,
+        ledger_pruned: pruned.records(),
+        ledger_pruned_through: pruned.through,
         quarantined: store.archive_scan(QUARANTINE).count() as u64,
         size_on_disk: store.size_on_disk()?,
         last_restart,
@@ -89,6 +97,13 @@ pub fn inspect(store: &mut Store, json: bool) -> Result<bool, AuditError> {
         i.journal_start, i.checkpoint, i.journal_next
     )?;
     writeln!(out, "  ledger            {} records", i.ledger_records)?;
+    if i.ledger_pruned > 0 {
+        writeln!(
+            out,
+            "                    {} older than [store] history folded into its summary (through {})",
+            i.ledger_pruned, i.ledger_pruned_through
+        )?;
+    }
     writeln!(out, "  quarantine        {} records", i.quarantined)?;
     let total: (u64, u64) = i.outbox.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     writeln!(out, "  outbox            {} records, {} bytes", total.0, total.1)?;
