@@ -1,6 +1,6 @@
 use super::*;
 
-/// docs/contracts.md section 9, verbatim.
+/// docs/contracts.md section 9, verbatim but for `[control]` (issue 20, refused until built).
 const CONTRACT_EXAMPLE: &str = r#"
 [gateway]
 id = "gw-01"
@@ -28,6 +28,7 @@ max_future = "5s"
 
 [store]
 path = "/var/lib/linegate"   # the sled database and nothing else
+history = "24h"              # accepted input kept for export / what-if (section 11)
 
 [mqtt]
 host = "127.0.0.1"
