@@ -5,9 +5,17 @@ use super::{Acceptance, LedgerEntry, Salvage};
 use crate::records::outbox::{GapNotice, GapRange};
 use crate::timefmt::time;
 
-/// Sequence numbers as a list: `4, 5, 9`.
+/// Sequence numbers as a list, runs of consecutive ones as ranges: `4 to 7, 9`.
 fn seqs(v: &[u64]) -> String {
-    v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &n in v {
+        match runs.last_mut() {
+            Some((_, last)) if last.checked_add(1) == Some(n) => *last = n,
+            _ => runs.push((n, n)),
+        }
+    }
+    let run = |&(a, b): &(u64, u64)| if a == b { a.to_string() } else { format!("{a} to {b}") };
+    runs.iter().map(run).collect::<Vec<_>>().join(", ")
 }
 
 /// A gap notice: whose, what span, why.
@@ -178,6 +186,11 @@ mod tests {
         assert_eq!(
             alert.describe(),
             "alert a1 revision 1 amend on m, caused by event e2; outbox record 4"
+        );
+        let published = LedgerEntry::Published { outbox_seqs: vec![29, 30, 31, 40, 42, 43] };
+        assert_eq!(
+            published.describe(),
+            "published to the broker: outbox records 29 to 31, 40, 42 to 43"
         );
         for e in [accepted, alert, step] {
             let text = e.describe();
