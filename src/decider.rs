@@ -173,6 +173,11 @@ impl Decider {
         self.engine.watermarks()
     }
 
+    /// Each sensor's watermark bound in ms, as (machine, sensor, bound).
+    pub fn bounds(&self) -> impl Iterator<Item = (&str, &str, i64)> {
+        self.engine.bounds()
+    }
+
     /// Decides one line; its alert records are appended to `alerts`. A rejected line (by the
     /// parser or by a decision) is counted and returned.
     pub fn line(

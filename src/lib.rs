@@ -36,4 +36,5 @@ pub mod stamp;
 pub mod store;
 pub mod synth;
 pub mod telemetry;
+pub mod timefmt;
 pub mod trace;

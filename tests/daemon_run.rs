@@ -129,6 +129,9 @@ fn metrics_are_served_while_running_and_pass_promtool() {
     // Nothing forwards: the backlog is the whole outbox and does not drain.
     let backlog = sample(&body, "linegate_replay_backlog_records").unwrap();
     assert!(backlog >= 77.0 && sample(&body, "linegate_replay_eta_seconds").is_some());
+    // A fixed bound is exported too: the configured 5 s, per sensor.
+    let bound = "linegate_watermark_bound_seconds{machine=\"motor-a\",sensor=\"a-de\"}";
+    assert_eq!(sample(&body, bound), Some(5.0), "{bound}");
     let clock_states: f64 = body
         .lines()
         .filter(|l| l.starts_with("linegate_clock_state{"))
@@ -140,6 +143,49 @@ fn metrics_are_served_while_running_and_pass_promtool() {
     let took = d.wait_success(DEADLINE);
     assert!(took < Duration::from_secs(10), "{took:?}");
     assert!(scrape(setup.port).is_none(), "the endpoint outlived the daemon");
+}
+
+/// The `auto` watermark bound is exported per sensor and moves with the lateness measured: the
+/// golden trace `auto_bound` (quantile 0.9, clamped to 1 s..60 s), whose first three events are
+/// on time (the bound stays at its 1 s minimum) and whose rest has every third event 10 s late
+/// (the quantile's bucket edge: 10.239 s). The rest is appended between two runs: the second
+/// resumes with the lateness window restored from the checkpoint.
+#[test]
+fn the_auto_watermark_bound_is_exported_and_follows_measured_lateness() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read_to_string(fixture("fixtures/traces/auto_bound.jsonl")).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let trace = dir.path().join("auto_bound.jsonl");
+    std::fs::write(&trace, lines[..3].join("\n") + "\n").unwrap();
+    let port = free_port();
+    let extra = "commit_records = 20\ncommit_interval = \"20ms\"\n";
+    let config = dir.path().join("run.toml");
+    let text = std::fs::read_to_string(fixture("fixtures/traces/auto_bound.toml")).unwrap()
+        + &support::trace_daemon_sections(&dir.path().join("db"), extra, port, &trace, 0.0);
+    std::fs::write(&config, text).unwrap();
+    let mut d = Daemon::start(&config, &["--no-forward"], &[]);
+    let bound = "linegate_watermark_bound_seconds{machine=\"press-1\",sensor=\"s1\"}";
+
+    let body = scrape_until(&d, port, "the first three events decided", |b| {
+        sample(b, "linegate_records_total") == Some(3.0) && sample(b, bound).is_some()
+    });
+    assert_eq!(sample(&body, bound), Some(1.0), "on time: the minimum\n{body}");
+
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
+
+    let mut f = std::fs::OpenOptions::new().append(true).open(&trace).unwrap();
+    std::io::Write::write_all(&mut f, (lines[3..].join("\n") + "\n").as_bytes()).unwrap();
+    let mut d = Daemon::start(&config, &["--no-forward"], &[]);
+    let body = scrape_until(&d, port, "every line decided", |b| {
+        sample(b, "linegate_records_total") == Some(lines.len() as f64)
+    });
+    assert_eq!(sample(&body, bound), Some(10.239), "10 s late events\n{body}");
+    let (ok, said) = promtool::check(&body);
+    assert!(ok && said.trim().is_empty(), "promtool check metrics: {said}\n--- body:\n{body}");
+
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
 }
 
 /// The CWRU trace paced at 40× real time (621 s of trace: about 15 s), with `env`; SIGTERM once

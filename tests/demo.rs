@@ -22,7 +22,7 @@ fn demo_delivers_everything_accepted_across_a_broker_outage_and_reconciles() {
     // Two rounds of the CWRU recordings: one incident per machine and round, each opened and
     // closed; 34 events derived from the raw samples.
     assert!(stdout.contains("== 4 alert(s), explained"), "{all}");
-    assert_eq!(stdout.matches("revision 1 Close").count(), 4, "{all}");
+    assert_eq!(stdout.matches("  revision 1 close: ").count(), 4, "{all}");
     assert!(stdout.contains("34 accepted events, 8 alert records: 42 acknowledged, 0 queued"));
     assert!(stdout.contains("reconcile: ok"), "{all}");
     assert!(stdout.contains("alert records: 8 decided, 8 delivered"), "{all}");

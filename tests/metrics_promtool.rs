@@ -25,6 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 fn populated() -> Metrics {
     let m = Metrics::new();
     m.set_watermarks(1_700_000_060_000, [("press-7", Some(1_700_000_055_000)), ("lathe-2", None)]);
+    m.set_watermark_bounds([("press-7", "s1", 10_239), ("press-7", "s2", 5_000)]);
     m.set_machine_time("mill \"3\"\\b", 1_700_000_060_000, 1_700_000_059_250);
     let mut quarantined: BTreeMap<String, u64> = BTreeMap::new();
     quarantined.insert("malformed_json".into(), 4);
@@ -107,6 +108,7 @@ async fn served_metrics_pass_promtool_and_name_every_family() {
     for family in [
         "linegate_lag_seconds gauge",
         "linegate_watermark_timestamp_seconds gauge",
+        "linegate_watermark_bound_seconds gauge",
         "linegate_outbox_records gauge",
         "linegate_outbox_bytes gauge",
         "linegate_rule_state_entries gauge",
@@ -136,6 +138,7 @@ async fn served_metrics_pass_promtool_and_name_every_family() {
     for sample in [
         "linegate_lag_seconds{machine=\"press-7\"} 5.0",
         "linegate_watermark_timestamp_seconds{machine=\"press-7\"} 1700000055.0",
+        "linegate_watermark_bound_seconds{machine=\"press-7\",sensor=\"s1\"} 10.239",
         "linegate_rejected_total{reason=\"malformed_json\"} 4",
         "linegate_rejected_total{reason=\"sensor_conflict\"} 0",
         "linegate_replay_eta_seconds 20.0",

@@ -64,6 +64,8 @@ impl Telemetry {
         latencies_s: &[f64],
     ) {
         let m = &self.metrics;
+        // Before the counts: a scrape that sees a record counted sees its bound.
+        m.set_watermark_bounds(decider.bounds());
         m.apply_counts(decider.counts());
         let (size, open_frames) = decider.state_size();
         m.set_rule_state(&size, open_frames);

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::records::outbox::GapNotice;
 
+mod text;
+
 const VERSION: u8 = 1;
 
 /// One ledger record: when (ingest time for decisions, wall-clock time of the process for

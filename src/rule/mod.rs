@@ -179,6 +179,16 @@ impl Engine {
         self.machines.iter().map(|m| (m.name.as_str(), (m.wm != i64::MIN).then_some(m.wm)))
     }
 
+    /// Every sensor's watermark bound now, in ms, as (machine, sensor, bound): the configured
+    /// value when fixed, the clamped lateness quantile when `auto`.
+    pub fn bounds(&self) -> impl Iterator<Item = (&str, &str, i64)> {
+        self.machines.iter().flat_map(|m| {
+            m.sensor_index.iter().map(move |(sensor, &si)| {
+                (m.name.as_str(), sensor.as_str(), m.sensors[si as usize].bound_ms)
+            })
+        })
+    }
+
     pub fn state_size(&self) -> StateSize {
         StateSize {
             machines: self.machines.len(),

@@ -34,11 +34,19 @@ one_label! {
     StateLabel { state },
 }
 
+/// A sensor of a machine (sensor names are unique per machine only).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct MachineSensorLabel {
+    pub(super) machine: String,
+    pub(super) sensor: String,
+}
+
 /// Every family, each a shared handle to what the registry encodes.
 #[derive(Debug)]
 pub(super) struct Families {
     pub(super) watermark: Family<MachineLabel, FloatGauge>,
     pub(super) lag: Family<MachineLabel, FloatGauge>,
+    pub(super) watermark_bound: Family<MachineSensorLabel, FloatGauge>,
     pub(super) records: Counter,
     pub(super) accepted: Counter,
     pub(super) duplicates: Counter,
@@ -84,6 +92,7 @@ impl Families {
         Families {
             watermark: Family::default(),
             lag: Family::default(),
+            watermark_bound: Family::default(),
             records: Counter::default(),
             accepted: Counter::default(),
             duplicates: Counter::default(),
@@ -128,6 +137,11 @@ impl Families {
             f.watermark.clone(),
         );
         r.register("lag_seconds", "Ingest time minus the machine watermark", f.lag.clone());
+        r.register(
+            "watermark_bound_seconds",
+            "Watermark bound now, per sensor: the configured value when fixed, the clamped lateness quantile when auto",
+            f.watermark_bound.clone(),
+        );
         r.register("records", "Arrivals decided (trace lines or live records)", f.records.clone());
         r.register(
             "accepted",

@@ -18,7 +18,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::families::{
-    Families, KindLabel, MachineLabel, OriginLabel, PartLabel, ReasonLabel, SensorLabel, StateLabel,
+    Families, KindLabel, MachineLabel, MachineSensorLabel, OriginLabel, PartLabel, ReasonLabel,
+    SensorLabel, StateLabel,
 };
 
 use crate::decider::Counts;
@@ -173,6 +174,23 @@ impl Metrics {
             if let Some(wm) = wm {
                 self.set_machine_time(machine, ingest_ms, wm);
             }
+        }
+    }
+
+    /// Each sensor's watermark bound (ms), as `Decider::bounds` yields them, published in
+    /// seconds.
+    pub fn set_watermark_bounds<'a>(
+        &self,
+        bounds: impl IntoIterator<Item = (&'a str, &'a str, i64)>,
+    ) {
+        for (machine, sensor, bound_ms) in bounds {
+            let label =
+                MachineSensorLabel { machine: machine.to_owned(), sensor: sensor.to_owned() };
+            self.inner
+                .families
+                .watermark_bound
+                .get_or_create(&label)
+                .set(milliseconds_to_seconds(bound_ms));
         }
     }
 
@@ -391,6 +409,23 @@ mod tests {
             .filter(|l| l.starts_with("linegate_clock_state{") && l.ends_with(" 1"))
             .collect();
         assert_eq!(ones, ["linegate_clock_state{state=\"holdover\"} 1"]);
+    }
+
+    #[test]
+    fn watermark_bounds_are_per_sensor_in_seconds_and_follow_the_rule() {
+        let m = Metrics::new();
+        m.set_watermark_bounds([("press-7", "s1", 1_000), ("press-7", "s2", 5_000)]);
+        assert!(has(&m, "linegate_watermark_bound_seconds{machine=\"press-7\",sensor=\"s1\"} 1.0"));
+        m.set_watermark_bounds([("press-7", "s1", 2_399)]);
+        let t = text(&m);
+        assert!(
+            has(&m, "linegate_watermark_bound_seconds{machine=\"press-7\",sensor=\"s1\"} 2.399"),
+            "{t}"
+        );
+        assert!(
+            has(&m, "linegate_watermark_bound_seconds{machine=\"press-7\",sensor=\"s2\"} 5.0"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -13,9 +13,10 @@ use serde::Serialize;
 
 use super::AuditError;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::rule::alert::{AlertRecord, EvidenceItem};
+use crate::rule::alert::{AlertKind, AlertRecord, EvidenceItem};
 use crate::store::archive::alert_prefix;
 use crate::store::Store;
+use crate::timefmt::time;
 
 /// What `explain` prints.
 #[derive(Debug, Serialize)]
@@ -154,21 +155,21 @@ pub fn explain(
     }
     writeln!(out, "alert {} ({} revision(s))", x.alert_id, x.revisions.len())?;
     for a in &x.revisions {
-        writeln!(
-            out,
-            "  revision {} {:?}: machine {}, onset {}, end {:?}, caused by {:?}, decided at {}",
-            a.revision, a.kind, a.machine, a.onset_ms, a.end_ms, a.caused_by, a.decided_at_ms
-        )?;
+        writeln!(out, "  {}", revision(a))?;
     }
     writeln!(out, "evidence")?;
     for e in &x.evidence {
         let samples = e.samples.map_or("no raw samples".to_string(), |s| {
-            format!("raw samples block {} [{}, {}) ms", s.block_seq, s.from_ms, s.to_ms)
+            format!("raw samples block {}, {} to {}", s.block_seq, time(s.from_ms), time(s.to_ms))
         });
         writeln!(
             out,
-            "  {} {}#{} ts {} value {} ({samples})",
-            e.event_id, e.sensor, e.seq, e.ts_ms, e.value
+            "  {} {}#{} at {} value {} ({samples})",
+            e.event_id,
+            e.sensor,
+            e.seq,
+            time(e.ts_ms),
+            e.value
         )?;
     }
     if !x.also.is_empty() {
@@ -189,9 +190,30 @@ pub fn explain(
     }
     writeln!(out, "transitions")?;
     for (seq, r) in &x.transitions {
-        writeln!(out, "  #{seq} at {}: {:?}", r.at_ms, r.entry)?;
+        writeln!(out, "  #{seq} at {}: {}", time(r.at_ms), r.entry.describe())?;
     }
     Ok(true)
+}
+
+/// One revision of an alert in words: `revision 1 amend: machine press-7, onset …, still open,
+/// caused by event e9, decided at …`.
+fn revision(a: &AlertRecord) -> String {
+    let kind = match a.kind {
+        AlertKind::Open => "open",
+        AlertKind::Amend => "amend",
+        AlertKind::Close => "close",
+        AlertKind::Supersede => "supersede",
+    };
+    let end = a.end_ms.map_or("still open".to_string(), |e| format!("end {}", time(e)));
+    let cause = a.caused_by.as_ref().map_or(String::new(), |e| format!(", caused by event {e}"));
+    let provisional = if a.provisional { ", provisional" } else { "" };
+    format!(
+        "revision {} {kind}: machine {}, onset {}, {end}{cause}{provisional}, decided at {}",
+        a.revision,
+        a.machine,
+        time(a.onset_ms),
+        time(a.decided_at_ms)
+    )
 }
 
 #[cfg(test)]
@@ -256,5 +278,18 @@ mod tests {
         assert_eq!(seqs, vec![1, 3, 4, 6, 7]);
         assert_eq!(x.evidence.len(), 2);
         assert_eq!(x.evidence[0].samples.unwrap().block_seq, 3);
+    }
+
+    #[test]
+    fn a_revision_in_words() {
+        let mut a = alert(0, &["e1"]);
+        assert_eq!(
+            revision(&a),
+            "revision 0 open: machine m, onset 1970-01-01T00:00:00.000Z, still open, \
+             decided at 1970-01-01T00:00:00.009Z"
+        );
+        a.end_ms = Some(1_700_000_125_000);
+        a.caused_by = Some("e2".into());
+        assert!(revision(&a).contains(", end 2023-11-14T22:15:25.000Z, caused by event e2,"));
     }
 }

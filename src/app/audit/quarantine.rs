@@ -14,6 +14,7 @@ use crate::records::checkpoint::QuarantineEntry;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::store::archive::{quarantine_key, QUARANTINE};
 use crate::store::{Origin, Store};
+use crate::timefmt::time_or;
 
 /// What to do with the quarantine.
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -80,6 +81,13 @@ pub fn release_line(e: &QuarantineEntry, at: i64) -> Vec<u8> {
     line
 }
 
+/// One line of `quarantine list`: id, reason, ingest time, journal record, detail.
+fn list_line(id: u64, e: &QuarantineEntry) -> String {
+    let at = time_or(e.at_ms, "unknown");
+    let derived = if e.derived { " (derived)" } else { "" };
+    format!("{id}\t{}\tat {at}\tjournal record {}{derived}\t{}", e.reason, e.journal_pos, e.detail)
+}
+
 impl Action {
     /// Runs the action; `Ok(true)` when it did what was asked.
     pub fn run(&self, store: &mut Store) -> Result<bool, AuditError> {
@@ -90,20 +98,16 @@ impl Action {
                 let all = entries(store)?;
                 writeln!(out, "{} quarantined record(s)", all.len())?;
                 for (id, e) in all {
-                    let at = e.at_ms.map_or("-".into(), |a| a.to_string());
-                    let derived = if e.derived { " (derived)" } else { "" };
-                    writeln!(
-                        out,
-                        "{id}\t{}\tat {at}\tjournal {}{derived}\t{}",
-                        e.reason, e.journal_pos, e.detail
-                    )?;
+                    writeln!(out, "{}", list_line(id, &e))?;
                 }
             }
             Action::Show { id } => {
                 let e = get(store, id)?;
                 writeln!(out, "id:       {id}\nreason:   {}\ndetail:   {}", e.reason, e.detail)?;
-                writeln!(out, "at:       {:?}\njournal:  {}", e.at_ms, e.journal_pos)?;
-                writeln!(out, "derived:  {}\nraw:      {}", e.derived, e.raw.escape_ascii())?;
+                writeln!(out, "at:       {}", time_or(e.at_ms, "unknown"))?;
+                writeln!(out, "journal:  record {}", e.journal_pos)?;
+                let derived = if e.derived { "yes, from raw samples" } else { "no" };
+                writeln!(out, "derived:  {derived}\nraw:      {}", e.raw.escape_ascii())?;
             }
             Action::Release { id, at } => {
                 let e = get(store, id)?;
@@ -126,5 +130,32 @@ impl Action {
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_line_says_its_ingest_time_in_rfc3339() {
+        let mut e = QuarantineEntry {
+            reason: "malformed_json".into(),
+            detail: "line is not JSON".into(),
+            at_ms: Some(1_700_000_050_500),
+            journal_pos: 3,
+            derived: false,
+            raw: b"{oops".to_vec(),
+        };
+        assert_eq!(
+            list_line(7, &e),
+            "7\tmalformed_json\tat 2023-11-14T22:14:10.500Z\tjournal record 3\tline is not JSON"
+        );
+        e.at_ms = None;
+        e.derived = true;
+        assert_eq!(
+            list_line(7, &e),
+            "7\tmalformed_json\tat unknown\tjournal record 3 (derived)\tline is not JSON"
+        );
     }
 }
