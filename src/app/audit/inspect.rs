@@ -113,7 +113,12 @@ pub fn inspect(store: &mut Store, json: bool) -> Result<bool, AuditError> {
     for (what, r) in [("last restart", &i.last_restart), ("last recovery", &i.last_recovery)] {
         match r {
             None => writeln!(out, "  {what:<17} none")?,
-            Some(r) => writeln!(out, "  {what:<17} at {} ms: {:?}", r.at_ms, r.entry)?,
+            Some(r) => writeln!(
+                out,
+                "  {what:<17} at {}: {}",
+                crate::timefmt::time(r.at_ms),
+                r.entry.describe()
+            )?,
         }
     }
     Ok(true)

@@ -21,6 +21,7 @@ use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::GapRange;
 use crate::records::pruned::{insert_run, owed as owed_by, PrunedSummary, Runs};
 use crate::store::Store;
+use crate::timefmt::time;
 
 /// What a gap is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -273,15 +274,24 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
         for g in &r.sample_gaps {
             writeln!(
                 out,
-                "  gap {}/{} samples [{}, {}) ms: missing (declared: {})",
-                g.machine, g.sensor, g.from_ms, g.to_ms, g.reason
+                "  gap {}/{} samples [{}, {}): missing (declared: {})",
+                g.machine,
+                g.sensor,
+                time(g.from_ms),
+                time(g.to_ms),
+                g.reason
             )?;
         }
         for g in &r.pruned_sample_gaps {
             writeln!(
                 out,
-                "  {} gaps {}/{} samples within [{}, {}) ms: missing (declared: {}; pruned history)",
-                g.count, g.machine, g.sensor, g.from_ms, g.to_ms, g.reason
+                "  {} gaps {}/{} samples within [{}, {}): missing (declared: {}; pruned history)",
+                g.count,
+                g.machine,
+                g.sensor,
+                time(g.from_ms),
+                time(g.to_ms),
+                g.reason
             )?;
         }
         writeln!(out, "{}", if r.ok() { "reconcile: ok" } else { "reconcile: FAILED" })?;
