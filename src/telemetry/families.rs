@@ -32,6 +32,15 @@ one_label! {
     OriginLabel { origin },
     PartLabel { part },
     StateLabel { state },
+    OutcomeLabel { outcome },
+}
+
+/// A sensor of a machine and one of its states (`live`, `idle`, `silent`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct SensorStateLabel {
+    pub(super) machine: String,
+    pub(super) sensor: String,
+    pub(super) state: String,
 }
 
 /// A sensor of a machine (sensor names are unique per machine only).
@@ -78,6 +87,18 @@ pub(super) struct Families {
     pub(super) clock_state: Family<StateLabel, Gauge>,
     pub(super) sensor_overruns: Family<SensorLabel, Counter>,
     pub(super) ledger_pruned: Counter,
+    pub(super) sensor_last_event: Family<MachineSensorLabel, FloatGauge>,
+    pub(super) sensor_state: Family<SensorStateLabel, Gauge>,
+    pub(super) gaps_declared: Family<ReasonLabel, Counter>,
+    pub(super) start_time: FloatGauge,
+    pub(super) last_recovery: FloatGauge,
+    pub(super) quarantine_records: Gauge,
+    pub(super) quarantine_bytes: Gauge,
+    pub(super) journal_undecided: Gauge,
+    pub(super) catch_up_remaining: Gauge,
+    pub(super) store_budget: Gauge,
+    pub(super) allowed_lateness: FloatGauge,
+    pub(super) control_requests: Family<OutcomeLabel, Counter>,
 }
 
 /// Latency buckets from 0.5 ms to about 16 s, doubling: a decision or a group commit on a
@@ -124,6 +145,18 @@ impl Families {
             clock_state: Family::default(),
             sensor_overruns: Family::default(),
             ledger_pruned: Counter::default(),
+            sensor_last_event: Family::default(),
+            sensor_state: Family::default(),
+            gaps_declared: Family::default(),
+            start_time: FloatGauge::default(),
+            last_recovery: FloatGauge::default(),
+            quarantine_records: Gauge::default(),
+            quarantine_bytes: Gauge::default(),
+            journal_undecided: Gauge::default(),
+            catch_up_remaining: Gauge::default(),
+            store_budget: Gauge::default(),
+            allowed_lateness: FloatGauge::default(),
+            control_requests: Family::default(),
         }
     }
 
@@ -272,6 +305,66 @@ impl Families {
             "ledger_pruned_records",
             "Ledger records older than [store] history folded into the pruned summary",
             f.ledger_pruned.clone(),
+        );
+        r.register(
+            "sensor_last_event_timestamp_seconds",
+            "Event time (Unix seconds) of the newest event accepted from the sensor",
+            f.sensor_last_event.clone(),
+        );
+        r.register(
+            "sensor_state",
+            "Sensor state: 1 for the current one of live, idle (no record for idle_timeout) and silent (none for longer than allowed_lateness), 0 for the others",
+            f.sensor_state.clone(),
+        );
+        r.register(
+            "gaps_declared",
+            "Gaps declared on gaps/{sensor} and in the ledger, by reason",
+            f.gaps_declared.clone(),
+        );
+        r.register(
+            "start_timestamp_seconds",
+            "When this daemon process started (Unix seconds)",
+            f.start_time.clone(),
+        );
+        r.register(
+            "last_recovery_timestamp_seconds",
+            "When this process last salvaged a damaged store at start (Unix seconds), 0 if it did not",
+            f.last_recovery.clone(),
+        );
+        r.register(
+            "quarantine_records",
+            "Records kept in quarantine now",
+            f.quarantine_records.clone(),
+        );
+        r.register(
+            "quarantine_bytes",
+            "Original bytes of the records kept in quarantine now",
+            f.quarantine_bytes.clone(),
+        );
+        r.register(
+            "journal_undecided_records",
+            "Journal records written but not yet decided",
+            f.journal_undecided.clone(),
+        );
+        r.register(
+            "catch_up_remaining_records",
+            "Journal records from before this start still to be decided again (0 once caught up)",
+            f.catch_up_remaining.clone(),
+        );
+        r.register(
+            "store_budget_bytes",
+            "The store's size budget, [store] max_bytes",
+            f.store_budget.clone(),
+        );
+        r.register(
+            "allowed_lateness_seconds",
+            "The configured [time] allowed_lateness: how far behind its machine's watermark an event may arrive and still be applied",
+            f.allowed_lateness.clone(),
+        );
+        r.register(
+            "control_requests",
+            "Requests on the control socket, by outcome (ok, failed, refused, malformed, busy, timeout)",
+            f.control_requests.clone(),
         );
     }
 }
