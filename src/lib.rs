@@ -22,6 +22,7 @@
 pub mod app;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod decider;
 #[cfg(feature = "demo")]
 pub mod demo;

@@ -50,6 +50,8 @@ pub(super) struct DecideStage {
     warm_up_through: u64,
     /// The store's sequence marks, applied once the warm-up is over (`None` after that).
     seq_marks: Option<Vec<((String, String), u64)>>,
+    /// What is known of each sensor, kept in every checkpoint's batch (`n/sensors`).
+    sensors: crate::records::sensors::SensorBook,
 }
 
 /// Whether the store's checkpoint restores under `config` (none restores trivially): a
@@ -75,8 +77,10 @@ impl DecideStage {
             let s = read(&store);
             let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
             let positions = s.source_positions()?;
-            (s.last_checkpoint()?, s.decided_through()?.unwrap_or(0), marks, positions)
+            let sensors = s.sensor_book()?;
+            (s.last_checkpoint()?, s.decided_through()?.unwrap_or(0), marks, (positions, sensors))
         };
+        let (positions, sensors) = positions;
         let (decider, mut offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
@@ -109,6 +113,7 @@ impl DecideStage {
             clock: SystemClock::new(),
             warm_up_through,
             seq_marks: Some(seq_marks),
+            sensors,
         })
     }
 
@@ -177,6 +182,10 @@ impl DecideStage {
         last_cp: &mut i64,
     ) -> Result<(), AppError> {
         loop {
+            self.telemetry.metrics.set_catch_up_remaining(
+                end.saturating_sub(self.last_pos + 1)
+                    .min(self.store.read().next_journal_pos().saturating_sub(self.last_pos + 1)),
+            );
             let chunk: Vec<JournalRecord> = {
                 let store = read(&self.store);
                 let from = self.last_pos + 1;
@@ -187,6 +196,7 @@ impl DecideStage {
                 it.take(self.commit_records).collect::<Result<_, _>>()?
             };
             if chunk.is_empty() {
+                self.telemetry.metrics.set_catch_up_remaining(0);
                 return Ok(());
             }
             self.decide(&chunk);
@@ -255,6 +265,13 @@ impl DecideStage {
         let (outbox, ledger, mut puts) =
             self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq());
         puts.extend(self.offsets.iter().map(|(&s, &o)| crate::store::source_position_put(s, o)));
+        for r in &ledger {
+            self.sensors.absorb(r.at_ms, &r.entry);
+            if let crate::records::ledger::LedgerEntry::GapDeclared { gap, .. } = &r.entry {
+                self.telemetry.metrics.gaps_declared(&gap.reason, 1);
+            }
+        }
+        puts.push(crate::store::sensor_book_put(&self.sensors));
         store.apply_checkpoint_with_archive(
             self.last_pos,
             &payload.encode(),

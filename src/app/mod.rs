@@ -190,8 +190,11 @@ async fn run_pipeline(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
     let telemetry = telemetry::Telemetry::new();
+    let started_ms = SystemClock::new().now_ms();
     let metrics_listener = telemetry::bind_metrics(&config.metrics.listen).await;
-    let store = open_store(&config, opts.store.clone()).await?;
+    let (store, recovered) = open_store(&config, opts.store.clone()).await?;
+    telemetry.metrics.set_start(started_ms, recovered);
+    telemetry.metrics.set_limits(config.store.max_bytes, config.time.allowed_lateness_ms);
     let store: SharedStore = Arc::new(RwLock::new(store));
     let outbox_grew = Arc::new(Notify::new());
     let config = Arc::new(config);
@@ -203,6 +206,14 @@ async fn run_pipeline(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut services = spawn_services(&config, &store, &telemetry, metrics_listener, &stop_rx);
     let (tx, rx) = mpsc::channel(4);
+    let control = crate::control::server::Daemon {
+        store: store.clone(),
+        config: config.clone(),
+        decide: tx.downgrade(),
+        telemetry: telemetry.clone(),
+        started_ms,
+    };
+    services.extend(spawn_control(control, &stop_rx));
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
     for (i, source) in config.source.iter().enumerate() {
@@ -357,7 +368,7 @@ fn start(
 /// store, the damaged one moved aside, a `Recovery` ledger record): the daemon keeps running
 /// rather than crash-looping. A checkpoint the decide stage cannot restore is such damage too:
 /// the store is recovered without it, and the decide stage re-derives its state.
-async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppError> {
+async fn open_store(config: &Config, opts: StoreOptions) -> Result<(Store, bool), AppError> {
     let path = config.store.path.clone();
     let now_ms = SystemClock::new().now_ms();
     let (store, recovered) = tokio::task::spawn_blocking(move || {
@@ -366,7 +377,7 @@ async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppErr
     .await??;
     log_recovery(recovered.as_ref());
     let Err(AppError::Checkpoint(why)) = decide_stage::check_checkpoint(config, &store) else {
-        return Ok(store);
+        return Ok((store, recovered.is_some()));
     };
     let cause = StoreError::Corrupt {
         path: config.store.path.clone(),
@@ -379,7 +390,7 @@ async fn open_store(config: &Config, opts: StoreOptions) -> Result<Store, AppErr
     })
     .await??;
     log_recovery(Some(&recovered));
-    Ok(store)
+    Ok((store, true))
 }
 
 fn log_recovery(recovered: Option<&crate::store::Recovered>) {
@@ -412,11 +423,33 @@ fn spawn_services(
             }
         }));
     }
-    tasks.push(tokio::spawn(telemetry::sample_loop(store.clone(), t.clone(), stop.clone())));
+    let sample = telemetry::sample_loop(store.clone(), t.clone(), config.clone(), stop.clone());
+    tasks.push(tokio::spawn(sample));
     let retention =
         retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());
     tasks.push(tokio::spawn(retention));
     tasks
+}
+
+/// The control socket (`crate::control`), served until `stop` is set. A socket that cannot be
+/// bound is logged, not fatal: the data path matters more than the operator's window on it.
+fn spawn_control(
+    daemon: crate::control::server::Daemon,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let path = crate::control::socket_path(&daemon.config);
+    match crate::control::server::bind(&path) {
+        Ok(listener) => {
+            tracing::info!(socket = %path.display(), "control socket listening");
+            let serve =
+                crate::control::server::serve(listener, path, daemon, stopped(stop.clone()));
+            Some(tokio::spawn(serve))
+        }
+        Err(e) => {
+            tracing::error!(socket = %path.display(), error = %e, "control socket not served: cannot bind");
+            None
+        }
+    }
 }
 
 /// systemd's watchdog pings (with `WATCHDOG_USEC` set), until `stop` is set.

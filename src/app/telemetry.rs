@@ -48,6 +48,8 @@ pub struct Telemetry {
     pub forward: Arc<ForwardStats>,
     /// Each machine's latest watermark (event time, ms), as of the last checkpoint.
     watermarks: Arc<Mutex<BTreeMap<String, i64>>>,
+    /// The outbox's drain rate (records per second, as f64 bits), as of the last look.
+    drain_rate: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Telemetry {
@@ -90,6 +92,11 @@ impl Telemetry {
     }
 
     /// Each machine's latest watermark.
+    /// Outbox records removed per second over the last 30 s, as of the last look.
+    pub fn drain_rate(&self) -> f64 {
+        f64::from_bits(self.drain_rate.load(Ordering::Relaxed))
+    }
+
     pub(super) fn watermarks(&self) -> BTreeMap<String, i64> {
         self.watermarks.lock().map(|w| w.clone()).unwrap_or_default()
     }
@@ -103,6 +110,11 @@ struct StoreSample {
     /// Outbox records ever removed (acknowledged or shed): sequences handed out minus pending.
     removed_total: u64,
     disk_bytes: u64,
+    /// Journal records written and not yet decided (nor checkpointed).
+    undecided: u64,
+    /// Quarantined records and their bytes.
+    quarantine: (u64, u64),
+    sensors: crate::records::sensors::SensorBook,
 }
 
 /// Looks at the store: under its lock only long enough to start the outbox iterator and read
@@ -111,11 +123,25 @@ struct StoreSample {
 /// a day is over a million records: walking it held the pipeline's checkpoints for most of
 /// every second.
 fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
-    let (records, next, disk_bytes) = {
+    let (records, next, disk_bytes, undecided, quarantine, sensors) = {
         let s = read(store);
-        (s.outbox_pending(), s.next_outbox_seq(), s.disk_usage()?)
+        let undecided = s.next_journal_pos().saturating_sub(1).saturating_sub(s.checkpoint_pos());
+        (
+            s.outbox_pending(),
+            s.next_outbox_seq(),
+            s.disk_usage()?,
+            undecided,
+            s.archive_scan(crate::store::archive::QUARANTINE),
+            s.sensor_book()?,
+        )
     };
-    tally_outbox(records, next, disk_bytes)
+    let mut q = (0, 0);
+    for r in quarantine {
+        let (_, v) = r?;
+        q = (q.0 + 1, q.1 + v.len() as u64);
+    }
+    let sample = tally_outbox(records, next, disk_bytes)?;
+    Ok(StoreSample { undecided, quarantine: q, sensors, ..sample })
 }
 
 /// Counts `records` below sequence `next` by kind; see [`sample_store`].
@@ -175,7 +201,7 @@ fn broker_state(f: &ForwardStats) -> BrokerState {
 }
 
 /// The gateway clock's state from the kernel: synced while NTP disciplines it.
-fn kernel_clock_state() -> ClockState {
+pub fn kernel_clock_state() -> ClockState {
     match crate::source::clock_quality::read_adjtimex() {
         Ok(k) if k.synchronised() => ClockState::Synced,
         Ok(_) => ClockState::Unsynced,
@@ -188,6 +214,7 @@ fn kernel_clock_state() -> ClockState {
 pub(super) async fn sample_loop(
     store: SharedStore,
     telemetry: Telemetry,
+    config: Arc<crate::config::Config>,
     mut stop: watch::Receiver<bool>,
 ) {
     let clock = SystemClock::new();
@@ -215,8 +242,16 @@ pub(super) async fn sample_loop(
                     backlog += records;
                 }
                 let rate = drain.observe(clock.monotonic_ms(), s.removed_total);
+                telemetry.drain_rate.store(rate.to_bits(), Ordering::Relaxed);
                 m.set_replay_progress(backlog, rate);
                 m.set_store_bytes(s.disk_bytes);
+                m.set_journal_undecided(s.undecided);
+                m.set_quarantine(s.quarantine.0, s.quarantine.1);
+                let wall = SystemClock::new().now_ms();
+                let now = super::audit::status::reference_time(&s.sensors, &config, Some(wall));
+                for r in super::audit::status::sensor_rows(&s.sensors, &config, now) {
+                    m.set_sensor(&r.machine, &r.sensor, r.state.as_str(), r.last_ts_ms);
+                }
             }
             Some(Err(e)) => tracing::warn!(error = %e, "metrics: cannot read the store"),
         }

@@ -5,6 +5,7 @@ use std::io::{BufReader, BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use linegate::config::{Config, SourceConfig};
+use linegate::control::protocol::Command;
 use linegate::replay::{replay, Sinks};
 
 use super::Forward;
@@ -74,22 +75,41 @@ pub(crate) fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
     }
 }
 
-pub(crate) fn reconcile(config: &Path, json: bool) -> Result<(), Error> {
+/// Runs an audit command: through the running daemon's control socket when one answers, on the
+/// store opened directly otherwise; the same output either way. Exits with the command's status.
+pub(crate) fn audit(config: &Path, command: Command) -> Result<(), Error> {
+    use std::io::Write;
     let c = Config::load(config)?;
-    audit(config, |store| linegate::app::audit::reconcile::reconcile(store, &c, json))
-}
-
-/// Runs an audit command on the store named by the configuration; exit code 1 on `Ok(false)`.
-pub(crate) fn audit(
-    config: &Path,
-    f: impl FnOnce(&mut linegate::store::Store) -> Result<bool, linegate::app::audit::AuditError>,
-) -> Result<(), Error> {
-    let c = Config::load(config)?;
-    let mut store = linegate::app::audit::open(&c.store.path)?;
-    if f(&mut store)? {
+    let socket = linegate::control::socket_path(&c);
+    let mut out = std::io::stdout().lock();
+    let code = match linegate::control::client::connect(&socket)? {
+        Some(stream) => linegate::control::client::ask(stream, &socket, command, &mut out)?,
+        None => {
+            let mut store = linegate::app::audit::open(&c.store.path, &socket)?;
+            let mut view = linegate::app::audit::view::View::Own(&mut store);
+            linegate::control::run(&mut view, &c, None, &command, &mut out)?
+        }
+    };
+    out.flush()?;
+    if code == 0 {
         Ok(())
     } else {
-        std::process::exit(1)
+        std::process::exit(i32::from(code))
+    }
+}
+
+/// `linegate status`: once, or every second on a terminal until interrupted (`--once` prints
+/// once).
+pub(crate) fn status(config: &Path, json: bool, once: bool) -> Result<(), Error> {
+    let watch = !once && !json && std::io::stdout().is_terminal();
+    if !watch {
+        return audit(config, Command::Status { json });
+    }
+    loop {
+        // Clear the screen and go home, then the report.
+        print!("\x1b[2J\x1b[H");
+        audit(config, Command::Status { json })?;
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
 

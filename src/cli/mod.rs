@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use commands::*;
+use linegate::control::protocol::Command as Ask;
 
 #[derive(Parser)]
 #[command(name = "linegate", version, about = "Edge gateway for industrial vibration monitoring")]
@@ -85,20 +86,33 @@ enum Command {
         #[arg(long, value_name = "PAGE")]
         members: Option<usize>,
     },
-    /// Prove from the ledger that nothing accepted was lost; non-zero exit when something is
-    /// unaccounted for.
+    /// Prove from the ledger that nothing accepted was lost, and say whether source data is
+    /// missing: exit 0 when neither, 1 when the gateway lost something it accepted, 3 when it
+    /// lost nothing but source data is missing undeclared (a hole, a silent sensor's tail).
     Reconcile {
         #[arg(long)]
         config: PathBuf,
         #[arg(long)]
         json: bool,
     },
-    /// Queue depths, journal positions, ledger length, quarantine count, size on disk.
+    /// Queue depths, journal positions, ledger length, quarantine count, size on disk, sensors.
     Inspect {
         #[arg(long)]
         config: PathBuf,
         #[arg(long)]
         json: bool,
+    },
+    /// One screen for the person at the gateway: machines, sensors (live, idle, silent), open
+    /// incidents, outbox and backlog, broker, store, clock, restarts. Refreshes every second on a
+    /// terminal.
+    Status {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// Print once and exit (the default when the output is not a terminal).
+        #[arg(long)]
+        once: bool,
     },
     /// Print the ledger, or the archived alert records, as JSON Lines.
     Dump {
@@ -149,18 +163,15 @@ pub(crate) fn main() -> ExitCode {
         }
         Command::Quarantine { action, config } => match config {
             None => Err("quarantine needs --config FILE".into()),
-            Some(c) => audit(&c, |store| action.run(store)),
+            Some(c) => audit(&c, Ask::Quarantine { action }),
         },
-        Command::Explain { alert_id, config, json, members } => audit(&config, |store| {
-            linegate::app::audit::explain::explain(store, &alert_id, json, members)
-        }),
-        Command::Reconcile { config, json } => reconcile(&config, json),
-        Command::Inspect { config, json } => {
-            audit(&config, |store| linegate::app::audit::inspect::inspect(store, json))
+        Command::Explain { alert_id, config, json, members } => {
+            audit(&config, Ask::Explain { alert_id, json, members })
         }
-        Command::Dump { what, config } => {
-            audit(&config, |store| linegate::app::audit::dump(store, &what))
-        }
+        Command::Reconcile { config, json } => audit(&config, Ask::Reconcile { json }),
+        Command::Inspect { config, json } => audit(&config, Ask::Inspect { json }),
+        Command::Status { config, json, once } => status(&config, json, once),
+        Command::Dump { what, config } => audit(&config, Ask::Dump { what }),
         Command::Decode { file } => decode(&file),
         Command::Probe { config, seconds, json } => probe(&config, seconds, json),
     };

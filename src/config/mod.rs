@@ -29,8 +29,8 @@ use serde::Deserialize;
 use crate::event::{is_identifier, ClockState, Metric, Quality, Unit};
 pub use mqtt::{MqttForwardConfig, MqttTls};
 use raw::{
-    RawConfig, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore, RawTime,
-    RawTraceSource,
+    RawConfig, RawControl, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore,
+    RawTime, RawTraceSource,
 };
 pub use source_modbus::{ModbusSource, ModbusTransport, Parity, RtuPort};
 
@@ -43,6 +43,7 @@ pub struct Config {
     pub store: StoreConfig,
     pub mqtt: MqttConfig,
     pub metrics: MetricsConfig,
+    pub control: ControlConfig,
     /// `[[source]]` entries in file order; may be empty.
     pub source: Vec<SourceConfig>,
 }
@@ -222,6 +223,14 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[control]` (docs/contracts.md section 11).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ControlConfig {
+    /// The control socket's path; `None`: `control.sock` in the store's directory
+    /// (`crate::control::socket_path`). Under systemd, `/run/linegate/control.sock`.
+    pub socket: Option<PathBuf>,
+}
+
 /// One `[[source]]`, tagged by its `kind` key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceConfig {
@@ -323,6 +332,7 @@ impl Config {
             store: StoreConfig::default(),
             mqtt: MqttConfig::default(),
             metrics: MetricsConfig::default(),
+            control: ControlConfig::default(),
             source: Vec::new(),
         }
     }
@@ -380,6 +390,7 @@ impl Ctx<'_> {
                 ),
             ));
         }
+        let control = self.validate_control(raw.control.unwrap_or_default(), &store.path)?;
         Ok(Config {
             gateway: self.validate_gateway(raw.gateway)?,
             rule: self.validate_rule(raw.rule.unwrap_or_default())?,
@@ -387,6 +398,7 @@ impl Ctx<'_> {
             store,
             mqtt: self.validate_mqtt(raw.mqtt.unwrap_or_default())?,
             metrics: self.validate_metrics(raw.metrics.unwrap_or_default())?,
+            control,
             source: self.validate_sources(raw.source.unwrap_or_default())?,
         })
     }
@@ -647,6 +659,28 @@ impl Ctx<'_> {
         Ok(MetricsConfig { listen })
     }
 
+    fn validate_control(&self, raw: RawControl, store: &std::path::Path) -> Result<ControlConfig> {
+        let socket = raw.socket.map(PathBuf::from);
+        let effective = socket.clone().unwrap_or_else(|| store.join("control.sock"));
+        // sun_path holds 108 bytes, the terminating NUL included.
+        let len = effective.as_os_str().len();
+        if len > 107 {
+            let key = if socket.is_some() { "control.socket" } else { "store.path" };
+            return Err(self.err(
+                key,
+                format!(
+                    "the control socket {} is {len} bytes long; a Unix socket path holds at most \
+                     107: set [control] socket to a shorter path",
+                    effective.display()
+                ),
+            ));
+        }
+        if socket.as_ref().is_some_and(|s| s.as_os_str().is_empty()) {
+            return Err(self.err("control.socket", "is empty".to_string()));
+        }
+        Ok(ControlConfig { socket })
+    }
+
     fn validate_sources(&self, raw: Vec<toml::Table>) -> Result<Vec<SourceConfig>> {
         let mut out = Vec::with_capacity(raw.len());
         for (i, table) in raw.into_iter().enumerate() {
@@ -791,3 +825,34 @@ fn line_of(text: &str, at: usize) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+impl Config {
+    /// Every `(machine, sensor)` a live source is configured with (trace sources name none), and
+    /// whether any live source is configured (its ingest time is then the wall clock).
+    pub fn configured_sensors(&self) -> (Vec<(String, String)>, bool) {
+        let mut out = Vec::new();
+        let mut live = false;
+        for s in &self.source {
+            match s {
+                SourceConfig::Trace(_) => {}
+                SourceConfig::Modbus(m) => {
+                    live = true;
+                    for b in &m.blocks {
+                        out.extend(
+                            b.channels.iter().map(|c| (m.machine.clone(), c.sensor.clone())),
+                        );
+                    }
+                }
+                SourceConfig::I2c(b) => {
+                    live = true;
+                    out.push((b.sensor.machine.clone(), b.sensor.sensor.clone()));
+                }
+                SourceConfig::Spi(b) => {
+                    live = true;
+                    out.push((b.sensor.machine.clone(), b.sensor.sensor.clone()));
+                }
+            }
+        }
+        (out, live)
+    }
+}

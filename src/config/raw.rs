@@ -19,6 +19,7 @@ pub(super) struct RawConfig {
     pub(super) store: Option<RawStore>,
     pub(super) mqtt: Option<RawMqtt>,
     pub(super) metrics: Option<RawMetrics>,
+    pub(super) control: Option<RawControl>,
     pub(super) source: Option<Vec<toml::Table>>,
 }
 
@@ -95,6 +96,12 @@ pub(super) struct RawMqtt {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMetrics {
     pub(super) listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControl {
+    pub(super) socket: Option<String>,
 }
 
 /// `[[source]]` with `kind = "trace"`; `kind` itself is taken out before this is deserialized.

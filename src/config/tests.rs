@@ -1,6 +1,6 @@
 use super::*;
 
-/// docs/contracts.md section 9, verbatim but for `[control]` (issue 20, refused until built).
+/// docs/contracts.md section 9, verbatim.
 const CONTRACT_EXAMPLE: &str = r#"
 [gateway]
 id = "gw-01"
@@ -29,6 +29,9 @@ max_future = "5s"
 [store]
 path = "/var/lib/linegate"   # the sled database and nothing else
 history = "24h"              # accepted input kept for export / what-if (section 11)
+
+[control]
+socket = "/run/linegate/control.sock"
 
 [mqtt]
 host = "127.0.0.1"
@@ -109,6 +112,7 @@ fn contract_example_parses_exactly() {
             forward: Default::default(),
         },
         metrics: MetricsConfig { listen: "127.0.0.1:9898".into() },
+        control: ControlConfig { socket: Some(PathBuf::from("/run/linegate/control.sock")) },
         source: vec![SourceConfig::Trace(TraceSource {
             path: PathBuf::from("fixtures/traces/demo.jsonl"),
             speed: 0.0,
@@ -403,4 +407,23 @@ fn load_reads_files_and_names_them_in_errors() {
     let err = Config::load(&missing).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
     assert!(err.to_string().contains("nope.toml"));
+}
+
+#[test]
+fn the_control_socket_must_fit_a_unix_socket_address() {
+    let c = with("[control]\nsocket = \"/run/linegate/control.sock\"\n").unwrap();
+    assert_eq!(c.control.socket, Some(PathBuf::from("/run/linegate/control.sock")));
+    let long = format!("/{}", "d".repeat(120));
+    assert_err(
+        with(&format!("[control]\nsocket = \"{long}\"\n")),
+        "control.socket",
+        &["bytes long", "at most 107"],
+    );
+    assert_err(
+        with(&format!("[store]\npath = \"{long}\"\n")),
+        "store.path",
+        &["control.sock", "[control] socket"],
+    );
+    assert_err(with("[control]\nsocket = \"\"\n"), "control.socket", &["empty"]);
+    assert_err(with("[control]\nport = 1\n"), "control.port", &["unknown field"]);
 }

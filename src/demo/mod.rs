@@ -240,8 +240,8 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .ok_or_else(|| DemoError::Setup("the forwarder never started".into()))?;
     // The broker has acknowledged everything; the subscriber may still be receiving the last.
     let ledger = {
-        let s = app::read(&store);
-        app::audit::ledger(&s)?
+        let mut s = app::lock(&store);
+        app::audit::view::View::Own(&mut s).ledger()?.records
     };
     let settle = clock.monotonic_ms() + 5_000;
     let mut delivered = delivery::compare(&ledger, &snapshot(&arrivals));
@@ -359,13 +359,16 @@ fn report(
     let io = DemoError::io("writing the report");
     writeln!(out, "== {} alert(s), explained (linegate explain)", ids.len()).map_err(&io)?;
     drop(out);
+    let mut view = app::audit::view::View::Own(&mut s);
     for id in &ids {
-        app::audit::explain::explain(&mut s, id, false, None)?;
+        app::audit::explain::explain(&mut view, id, false, None, &mut std::io::stdout().lock())?;
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "== reconcile (linegate reconcile)").map_err(&io)?;
     drop(out);
-    let reconciled = app::audit::reconcile::reconcile(&mut s, config, false)?;
+    let reconciled =
+        app::audit::reconcile::reconcile(&mut view, config, false, &mut std::io::stdout().lock())?
+            == app::audit::reconcile::EXIT_OK;
     let mut out = std::io::stdout().lock();
     writeln!(out, "== delivered to the subscriber vs accepted").map_err(&io)?;
     writeln!(

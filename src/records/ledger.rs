@@ -28,6 +28,30 @@ pub struct LedgerRecord {
     pub entry: LedgerEntry,
 }
 
+/// Who asked for a mutation: the process credentials of the control socket's peer
+/// (`SO_PEERCRED`), or of the command itself when it opened a stopped store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operator {
+    pub uid: u32,
+    pub gid: u32,
+    /// The peer's process id (absent when the kernel did not say).
+    pub pid: Option<i32>,
+    /// Through the control socket (true) or directly on a stopped store (false).
+    pub via_socket: bool,
+}
+
+impl Operator {
+    /// This process, on a store it opened itself.
+    pub fn this_process() -> Operator {
+        use std::os::unix::fs::MetadataExt;
+        // /proc/self belongs to the process's effective user and group.
+        let (uid, gid) =
+            std::fs::metadata("/proc/self").map_or((u32::MAX, u32::MAX), |m| (m.uid(), m.gid()));
+        let pid = i32::try_from(std::process::id()).ok();
+        Operator { uid, gid, pid, via_socket: false }
+    }
+}
+
 /// How an accepted event was taken by the rule (docs/contracts.md section 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,10 +85,21 @@ pub enum LedgerEntry {
     Duplicate { event_id: String, journal_pos: u64 },
     /// A rejected record, kept in quarantine under `quarantine_key` with its reason.
     Quarantined { reason: String, journal_pos: u64, quarantine_key: u64 },
-    /// Quarantined record `quarantine_key` was re-ingested as journal record `journal_pos`.
-    Released { quarantine_key: u64, journal_pos: u64 },
-    /// Quarantined record `quarantine_key` was dropped by an operator.
-    Dropped { quarantine_key: u64 },
+    /// Quarantined record `quarantine_key` was re-ingested as journal record `journal_pos`, by
+    /// `by` (the control socket's peer, or the user of a command on a stopped store; records
+    /// written before it existed read as `None`).
+    Released {
+        quarantine_key: u64,
+        journal_pos: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Operator>,
+    },
+    /// Quarantined record `quarantine_key` was dropped by an operator (`by`, as for `Released`).
+    Dropped {
+        quarantine_key: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Operator>,
+    },
     /// An alert record was produced (`open`, `amend`, `close`, `supersede`).
     Alert {
         alert_id: String,

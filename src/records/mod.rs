@@ -3,6 +3,7 @@
 //! - [`outbox`]: what waits for the broker (alerts, events, raw-sample frames, gap notices);
 //! - [`ledger`]: every state transition, for `explain` and `reconcile`;
 //! - [`pruned`]: the durable summary of the ledger records retention removed;
+//! - [`sensors`]: what the gateway knows of each sensor, and its state (live, idle, silent);
 //! - [`quarantine`]: why a record was rejected (docs/contracts.md section 7);
 //! - [`checkpoint`]: the checkpoint's payload and quarantined records as stored;
 //! - [`snapshot`]: the pure cores' state as bytes, for checkpoints;
@@ -16,4 +17,5 @@ pub mod outbox;
 pub mod pruned;
 pub mod quarantine;
 pub mod samples_codec;
+pub mod sensors;
 pub mod snapshot;

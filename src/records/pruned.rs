@@ -64,6 +64,10 @@ pub struct SensorRuns {
     /// The highest seq.
     pub last_seq: u64,
     pub runs: Runs,
+    /// The newest ingest time of its accepted events (0 in summaries written before it was
+    /// kept): how long the sensor has been quiet, for `reconcile`'s silent tails.
+    #[serde(default)]
+    pub last_at_ms: i64,
 }
 
 /// Declared raw-sample gaps of one sensor for one reason.
@@ -145,6 +149,7 @@ impl PrunedSummary {
                 let s = self.sensors.entry(format!("{machine}/{sensor}")).or_default();
                 s.accepted += 1;
                 s.last_seq = s.last_seq.max(*seq);
+                s.last_at_ms = s.last_at_ms.max(r.at_ms);
                 insert_run(&mut s.runs, *seq, *ts_ms);
             }
             LedgerEntry::Alert { .. } => self.alert_records += 1,

@@ -30,7 +30,10 @@ pub fn alert_prefix(alert_id: &str) -> Vec<u8> {
 }
 
 fn is_archive_key(k: &[u8]) -> bool {
-    k.starts_with(QUARANTINE) || k.starts_with(ALERTS) || k.starts_with(super::state::SOURCE_POS)
+    k.starts_with(QUARANTINE)
+        || k.starts_with(ALERTS)
+        || k.starts_with(super::state::SOURCE_POS)
+        || k == super::state::SENSORS
 }
 
 impl Store {

@@ -13,6 +13,7 @@
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
 //! | `state` | `n/source/` + u16 source index | u64 BE: the source's end offset after its last record the checkpoint covers (same batch; copied by a salvage, so a source resumes there when checkpoint and journal are gone; absent in older stores) |
+//! | `state` | `n/sensors` | a `crate::records::sensors::SensorBook`: each sensor's last accepted event and declared gaps (same batch as the checkpoint; not salvaged, rebuilt as sensors send) |
 //! | `state` | `n/checkpoint_pos` | u64 BE: the checkpoint's journal position again (same batch), read by a salvage when `c/` does not decode |
 //! | `state` | `n/journal_next`, `n/decided_through` | u64 BE, written by a salvage (`salvage.rs`): positions below the first were used; the second, read only while there is no checkpoint, is the last position decided before the damage |
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord` |
@@ -94,7 +95,7 @@ pub use prune::{PruneReport, PRUNED, PRUNE_BATCH};
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;
-pub use state::{source_position_put, Checkpoint};
+pub use state::{sensor_book_put, source_position_put, Checkpoint};
 
 /// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
 /// without it. Configured with a `return` action, the enclosing call fails with

@@ -124,7 +124,7 @@ impl Store {
     }
 
     /// Ledger records from the newest back.
-    fn ledger_back(
+    pub fn ledger_back(
         &self,
     ) -> impl Iterator<Item = Result<(u64, crate::records::ledger::LedgerRecord)>> + '_ {
         self.state.scan_prefix(LEDGER).rev().map(move |kv| {
@@ -220,8 +220,13 @@ mod tests {
         assert_eq!(summary.owed.keys().copied().collect::<Vec<_>>(), vec![2, 4]);
         let rest: Vec<_> = s.ledger_from(1).map(|r| r.unwrap()).collect();
         assert_eq!(rest.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), vec![6, 7]);
-        let r = reconcile_ledger(&summary, rest.iter().map(|(_, r)| r), &BTreeSet::new(), 1);
-        assert!(r.ok(), "{r:?}");
+        let limits = crate::app::audit::reconcile::Limits {
+            allowed_lateness_ms: 1,
+            idle_timeout_ms: 1,
+            configured: Vec::new(),
+        };
+        let r = reconcile_ledger(&summary, rest.iter().map(|(_, r)| r), &BTreeSet::new(), &limits);
+        assert!(r.gateway_lost_nothing, "{r:?}");
         assert_eq!((r.accepted_events, r.alert_records, r.acknowledged), (3, 2, 5));
         assert!(r.gaps.is_empty(), "{:?}", r.gaps);
         assert_eq!(s.newest_decision_ms().unwrap(), Some(10_000));

@@ -23,12 +23,20 @@ pub(super) const DECIDED_THROUGH: &[u8] = b"n/decided_through";
 /// offsets): a salvage copies these even when the checkpoint is lost, so a source whose lines all
 /// left the journal resumes where it was, not from its start.
 pub(super) const SOURCE_POS: &[u8] = b"n/source/";
+/// What the gateway knows of each sensor (`crate::records::sensors::SensorBook`), written in the
+/// checkpoint batch. Not salvaged: it is rebuilt as the sensors send again.
+pub(super) const SENSORS: &[u8] = b"n/sensors";
 const VERSION: u8 = 1;
 
 /// The `state` put that records source `source`'s last committed position `end_offset`, for the
 /// checkpoint batch ([`Store::apply_checkpoint_with_archive`]).
 pub fn source_position_put(source: u16, end_offset: u64) -> (Vec<u8>, Vec<u8>) {
     ([SOURCE_POS, &source.to_be_bytes()[..]].concat(), end_offset.to_be_bytes().to_vec())
+}
+
+/// The `state` put that keeps `book` in the checkpoint batch.
+pub fn sensor_book_put(book: &crate::records::sensors::SensorBook) -> (Vec<u8>, Vec<u8>) {
+    (SENSORS.to_vec(), book.encode())
 }
 
 /// A source position's key and value decoded: `(source, end offset)`.
@@ -256,6 +264,16 @@ impl Store {
             out.insert(source, offset);
         }
         Ok(out)
+    }
+
+    /// What the gateway knows of each sensor, as of the last checkpoint (empty on a store
+    /// written before it was kept, or after a salvage).
+    pub fn sensor_book(&self) -> Result<crate::records::sensors::SensorBook> {
+        match self.state.get(SENSORS).map_err(self.sled_err("read n/sensors"))? {
+            None => Ok(Default::default()),
+            Some(v) => crate::records::sensors::SensorBook::decode(&v)
+                .map_err(|e| self.corrupt(STATE, SENSORS, e)),
+        }
     }
 
     /// The last journal position decided before a salvage that could not keep the checkpoint

@@ -18,8 +18,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::families::{
-    Families, KindLabel, MachineLabel, MachineSensorLabel, OriginLabel, PartLabel, ReasonLabel,
-    SensorLabel, StateLabel,
+    Families, KindLabel, MachineLabel, MachineSensorLabel, OriginLabel, OutcomeLabel, PartLabel,
+    ReasonLabel, SensorLabel, SensorStateLabel, StateLabel,
 };
 
 use crate::decider::Counts;
@@ -318,6 +318,71 @@ impl Metrics {
     /// Ledger records retention folded into the pruned summary.
     pub fn ledger_pruned(&self, n: u64) {
         self.inner.families.ledger_pruned.inc_by(n);
+    }
+
+    /// A request on the control socket ended with `outcome` (ok, failed, malformed, busy,
+    /// timeout).
+    pub fn control_request(&self, outcome: &str) {
+        let f = &self.inner.families;
+        f.control_requests.get_or_create(&OutcomeLabel { outcome: outcome.to_owned() }).inc();
+    }
+
+    /// A sensor's state now (its gauge 1, the other states' 0) and its last event time (ms;
+    /// `None`: never heard from, the gauge is not set).
+    pub fn set_sensor(&self, machine: &str, sensor: &str, state: &str, last_ts_ms: Option<i64>) {
+        let f = &self.inner.families;
+        for s in ["live", "idle", "silent"] {
+            let label = SensorStateLabel {
+                machine: machine.to_owned(),
+                sensor: sensor.to_owned(),
+                state: s.to_owned(),
+            };
+            f.sensor_state.get_or_create(&label).set(i64::from(s == state));
+        }
+        if let Some(ts) = last_ts_ms {
+            let label =
+                MachineSensorLabel { machine: machine.to_owned(), sensor: sensor.to_owned() };
+            f.sensor_last_event.get_or_create(&label).set(ts as f64 / 1000.0);
+        }
+    }
+
+    /// `n` gaps declared for `reason`.
+    pub fn gaps_declared(&self, reason: &str, n: u64) {
+        let f = &self.inner.families;
+        f.gaps_declared.get_or_create(&ReasonLabel { reason: reason.to_owned() }).inc_by(n);
+    }
+
+    /// When this process started, and when it salvaged a damaged store at its start (if it did).
+    pub fn set_start(&self, started_ms: i64, recovered: bool) {
+        let f = &self.inner.families;
+        f.start_time.set(started_ms as f64 / 1000.0);
+        if recovered {
+            f.last_recovery.set(started_ms as f64 / 1000.0);
+        }
+    }
+
+    /// The configured budget and allowed lateness.
+    pub fn set_limits(&self, store_budget_bytes: u64, allowed_lateness_ms: i64) {
+        let f = &self.inner.families;
+        gauge_from_u64(&f.store_budget, store_budget_bytes);
+        f.allowed_lateness.set(allowed_lateness_ms as f64 / 1000.0);
+    }
+
+    /// Records and original bytes in quarantine.
+    pub fn set_quarantine(&self, records: u64, bytes: u64) {
+        let f = &self.inner.families;
+        gauge_from_u64(&f.quarantine_records, records);
+        gauge_from_u64(&f.quarantine_bytes, bytes);
+    }
+
+    /// Journal records written and not yet decided.
+    pub fn set_journal_undecided(&self, records: u64) {
+        gauge_from_u64(&self.inner.families.journal_undecided, records);
+    }
+
+    /// Journal records from before this start still to decide (0 once caught up).
+    pub fn set_catch_up_remaining(&self, records: u64) {
+        gauge_from_u64(&self.inner.families.catch_up_remaining, records);
     }
 }
 

@@ -11,11 +11,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::view::View;
 use super::AuditError;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::rule::alert::{AlertKind, AlertRecord, EvidenceItem};
 use crate::store::archive::alert_prefix;
-use crate::store::Store;
 use crate::timefmt::time;
 
 /// What `explain` prints.
@@ -126,32 +126,29 @@ pub fn assemble(
 /// `linegate explain`: `Ok(false)` (exit 1) when the alert is unknown. `members`: the page of
 /// the incident's membership to add.
 pub fn explain(
-    store: &mut Store,
+    view: &mut View<'_>,
     alert_id: &str,
     json: bool,
     members: Option<usize>,
-) -> Result<bool, AuditError> {
-    let mut revisions = Vec::new();
-    for r in store.archive_scan(&alert_prefix(alert_id)) {
-        let (k, v) = r?;
-        let a: AlertRecord = serde_json::from_slice(&v).map_err(|e| AuditError::Decode {
-            what: "archived alert",
-            key: k.escape_ascii().to_string(),
-            why: e.to_string(),
-        })?;
-        revisions.push(a);
-    }
+    out: &mut dyn Write,
+) -> Result<u8, AuditError> {
+    let revisions = view.read(|store| -> Result<Vec<AlertRecord>, AuditError> {
+        let mut revisions = Vec::new();
+        for r in store.archive_scan(&alert_prefix(alert_id)) {
+            revisions.push(super::decode_alert(r?)?);
+        }
+        Ok(revisions)
+    })?;
     if revisions.is_empty() {
         return Err(AuditError::NotFound(format!("no alert {alert_id} in the archive")));
     }
-    let ledger = super::ledger(store)?;
+    let ledger = view.ledger()?.records;
     let page = members.map(|p| self::members(&revisions[revisions.len() - 1], &ledger, p));
     let x = Explanation { members: page, ..assemble(alert_id, revisions, &ledger) };
-    let mut out = std::io::stdout().lock();
     if json {
         let text = serde_json::to_string_pretty(&x).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;
-        return Ok(true);
+        return Ok(0);
     }
     writeln!(out, "alert {} ({} revision(s))", x.alert_id, x.revisions.len())?;
     for a in &x.revisions {
@@ -192,7 +189,7 @@ pub fn explain(
     for (seq, r) in &x.transitions {
         writeln!(out, "  #{seq} at {}: {}", time(r.at_ms), r.entry.describe())?;
     }
-    Ok(true)
+    Ok(0)
 }
 
 /// One revision of an alert in words: `revision 1 amend: machine press-7, onset …, still open,

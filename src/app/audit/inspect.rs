@@ -6,17 +6,22 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::status::{self, SensorRow};
+use super::view::View;
 use super::AuditError;
+use crate::config::Config;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::OutboxRecord;
 use crate::store::archive::QUARANTINE;
 use crate::store::Store;
 
+/// Outbox kind → (records, bytes).
+pub type OutboxDepth = BTreeMap<&'static str, (u64, u64)>;
+
 /// What `inspect` reports.
 #[derive(Debug, Serialize)]
 pub struct Inspection {
-    /// Outbox kind → (records, bytes).
-    pub outbox: BTreeMap<&'static str, (u64, u64)>,
+    pub outbox: OutboxDepth,
     pub journal_start: u64,
     pub checkpoint: u64,
     pub journal_next: u64,
@@ -30,6 +35,8 @@ pub struct Inspection {
     pub size_on_disk: u64,
     pub last_restart: Option<LedgerRecord>,
     pub last_recovery: Option<LedgerRecord>,
+    /// Every sensor seen or configured, with its state (docs/contracts.md section 11).
+    pub sensors: Vec<SensorRow>,
 }
 
 fn kind(r: &OutboxRecord) -> &'static str {
@@ -41,9 +48,9 @@ fn kind(r: &OutboxRecord) -> &'static str {
     }
 }
 
-/// Gathers the inspection.
-pub fn gather(store: &Store) -> Result<Inspection, AuditError> {
-    let mut outbox: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+/// The outbox's records and bytes by kind.
+pub fn outbox_depth(store: &Store) -> Result<OutboxDepth, AuditError> {
+    let mut outbox = OutboxDepth::new();
     for r in store.outbox_pending() {
         let (seq, bytes) = r?;
         let rec = OutboxRecord::decode(&bytes).map_err(|e| AuditError::Decode {
@@ -55,41 +62,70 @@ pub fn gather(store: &Store) -> Result<Inspection, AuditError> {
         e.0 += 1;
         e.1 += bytes.len() as u64;
     }
-    let pruned = store.pruned_summary()?;
+    Ok(outbox)
+}
+
+/// The newest `Restart` and `Recovery` records, walking the ledger back from its end (a start
+/// ledgers its recovery just before its restart; the walk stops once both are found).
+pub fn last_restart_and_recovery(
+    store: &Store,
+) -> Result<(Option<LedgerRecord>, Option<LedgerRecord>), AuditError> {
     let (mut last_restart, mut last_recovery) = (None, None);
-    for r in store.ledger_from(1) {
+    for r in store.ledger_back() {
         let (_, rec) = r?;
         match rec.entry {
-            LedgerEntry::Restart { .. } => last_restart = Some(rec),
-            LedgerEntry::Recovery { .. } => last_recovery = Some(rec),
+            LedgerEntry::Restart { .. } if last_restart.is_none() => last_restart = Some(rec),
+            LedgerEntry::Recovery { .. } if last_recovery.is_none() => last_recovery = Some(rec),
             _ => {}
         }
+        if last_restart.is_some() && last_recovery.is_some() {
+            break;
+        }
     }
-    Ok(Inspection {
-        outbox,
-        journal_start: store.journal_start(),
-        checkpoint: store.checkpoint_pos(),
-        journal_next: store.next_journal_pos(),
-        ledger_records: store.next_ledger_seq() - 1,
-        ledger_pruned: pruned.records(),
-        ledger_pruned_through: pruned.through,
-        quarantined: store.archive_scan(QUARANTINE).count() as u64,
-        size_on_disk: store.size_on_disk()?,
-        last_restart,
-        last_recovery,
-    })
+    Ok((last_restart, last_recovery))
+}
+
+/// Gathers the inspection: one consistent look under the store's lock, then the ledger's tail.
+pub fn gather(view: &View<'_>, config: &Config) -> Result<Inspection, AuditError> {
+    let mut i = view.read(|store| -> Result<Inspection, AuditError> {
+        let pruned = store.pruned_summary()?;
+        Ok(Inspection {
+            outbox: outbox_depth(store)?,
+            journal_start: store.journal_start(),
+            checkpoint: store.checkpoint_pos(),
+            journal_next: store.next_journal_pos(),
+            ledger_records: store.next_ledger_seq() - 1,
+            ledger_pruned: pruned.records(),
+            ledger_pruned_through: pruned.through,
+            quarantined: store.archive_scan(QUARANTINE).count() as u64,
+            size_on_disk: store.size_on_disk()?,
+            last_restart: None,
+            last_recovery: None,
+            sensors: {
+                let book = store.sensor_book()?;
+                let now = status::reference_time(&book, config, None);
+                status::sensor_rows(&book, config, now)
+            },
+        })
+    })?;
+    (i.last_restart, i.last_recovery) = view.read(last_restart_and_recovery)?;
+    Ok(i)
 }
 
 /// `linegate inspect`.
-pub fn inspect(store: &mut Store, json: bool) -> Result<bool, AuditError> {
-    let i = gather(store)?;
-    let mut out = std::io::stdout().lock();
+pub fn inspect(
+    view: &mut View<'_>,
+    config: &Config,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<u8, AuditError> {
+    let i = gather(view, config)?;
     if json {
         let text = serde_json::to_string_pretty(&i).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;
-        return Ok(true);
+        return Ok(0);
     }
-    writeln!(out, "store {}", store.path().display())?;
+    writeln!(out, "store {}", config.store.path.display())?;
     writeln!(out, "  size on disk      {} bytes", i.size_on_disk)?;
     writeln!(
         out,
@@ -121,5 +157,13 @@ pub fn inspect(store: &mut Store, json: bool) -> Result<bool, AuditError> {
             )?,
         }
     }
-    Ok(true)
+    writeln!(out, "  sensors           {}", i.sensors.len())?;
+    for r in &i.sensors {
+        let last = match (r.last_seq, r.last_ts_ms) {
+            (Some(seq), Some(ts)) => format!("last seq {seq} at {}", crate::timefmt::time(ts)),
+            _ => "never heard from".into(),
+        };
+        writeln!(out, "    {}/{} {}: {last}", r.machine, r.sensor, r.state.as_str())?;
+    }
+    Ok(0)
 }

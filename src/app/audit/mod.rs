@@ -1,16 +1,19 @@
-//! The audit commands on a store that no daemon holds: `quarantine`, `explain`, `reconcile`,
-//! `inspect`, `dump`. Each opens the store directly (sled's file lock: one process at a time)
-//! and says so in words when a running daemon holds it.
+//! The audit commands: `quarantine`, `explain`, `reconcile`, `inspect`, `status`, `dump`. Each
+//! works on a [`view::View`]: the store opened directly when no daemon holds it (sled's file lock:
+//! one process at a time), or the running daemon's store through the control socket
+//! (`crate::control`). Each writes its output to the writer it is given and returns its exit
+//! status, so the answers are the same either way.
 
 pub mod explain;
 pub mod inspect;
 pub mod quarantine;
 pub mod reconcile;
+pub mod status;
+pub mod view;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::records::ledger::LedgerRecord;
 use crate::store::archive::ALERTS;
 use crate::store::{Store, StoreError, StoreOptions};
 
@@ -21,10 +24,12 @@ pub enum AuditError {
     NoStore(PathBuf),
     #[error(
         "the store at {} is in use by another process (a running `linegate run` holds sled's \
-         file lock): stop it first, or use the daemon's metrics",
-        .0.display()
+         file lock), but no daemon answers on the control socket {}: is it still starting, or \
+         is its [control] socket set differently from this configuration's?",
+        .0.display(),
+        .1.display()
     )]
-    Locked(PathBuf),
+    Locked(PathBuf, PathBuf),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{what} {key}: {why}")]
@@ -37,8 +42,8 @@ pub enum AuditError {
     Output(#[from] std::io::Error),
 }
 
-/// Opens the store at `path` for an audit command.
-pub fn open(path: &Path) -> Result<Store, AuditError> {
+/// Opens the store at `path` for an audit command (`socket`: where its daemon would answer).
+pub fn open(path: &Path, socket: &Path) -> Result<Store, AuditError> {
     if !path.join("db").exists() && !path.join("conf").exists() {
         return Err(AuditError::NoStore(path.to_path_buf()));
     }
@@ -46,15 +51,21 @@ pub fn open(path: &Path) -> Result<Store, AuditError> {
         Err(StoreError::Open { source, .. })
             if source.to_string().contains("could not acquire lock") =>
         {
-            Err(AuditError::Locked(path.to_path_buf()))
+            Err(AuditError::Locked(path.to_path_buf(), socket.to_path_buf()))
         }
         other => Ok(other?),
     }
 }
 
-/// The whole ledger, in order.
-pub fn ledger(store: &Store) -> Result<Vec<(u64, LedgerRecord)>, AuditError> {
-    Ok(store.ledger_from(1).collect::<Result<_, _>>()?)
+/// An archived alert revision `(key, JSON)` decoded.
+pub fn decode_alert(
+    (key, json): (Vec<u8>, Vec<u8>),
+) -> Result<crate::rule::alert::AlertRecord, AuditError> {
+    serde_json::from_slice(&json).map_err(|e| AuditError::Decode {
+        what: "archived alert",
+        key: key.escape_ascii().to_string(),
+        why: e.to_string(),
+    })
 }
 
 /// Every archived alert record's JSON, in alert id and revision order.
@@ -62,18 +73,17 @@ pub fn archived_alerts(store: &Store) -> Result<Vec<Vec<u8>>, AuditError> {
     store.archive_scan(ALERTS).map(|r| r.map(|(_, v)| v).map_err(AuditError::from)).collect()
 }
 
-/// `linegate dump ledger|alerts`: JSON Lines on stdout.
-pub fn dump(store: &mut Store, what: &str) -> Result<bool, AuditError> {
-    let mut out = std::io::stdout().lock();
+/// `linegate dump ledger|alerts`: JSON Lines (times as integer ms, as every `--json`).
+pub fn dump(view: &mut view::View<'_>, what: &str, out: &mut dyn Write) -> Result<u8, AuditError> {
     match what {
         "ledger" => {
-            for (seq, r) in ledger(store)? {
+            for (seq, r) in view.ledger()?.records {
                 let line = serde_json::json!({"seq": seq, "at_ms": r.at_ms, "entry": r.entry});
                 writeln!(out, "{line}")?;
             }
         }
         "alerts" => {
-            for json in archived_alerts(store)? {
+            for json in view.read(archived_alerts)? {
                 out.write_all(&json)?;
                 out.write_all(b"\n")?;
             }
@@ -84,5 +94,5 @@ pub fn dump(store: &mut Store, what: &str) -> Result<bool, AuditError> {
             )))
         }
     }
-    Ok(true)
+    Ok(0)
 }

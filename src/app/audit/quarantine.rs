@@ -8,16 +8,18 @@
 
 use std::io::Write;
 
+use super::view::View;
 use super::AuditError;
 use crate::clock::{Clock, SystemClock};
 use crate::records::checkpoint::QuarantineEntry;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::store::archive::{quarantine_key, QUARANTINE};
-use crate::store::{Origin, Store};
+use crate::store::{JournalRecord, Origin};
 use crate::timefmt::time_or;
 
 /// What to do with the quarantine.
-#[derive(Debug, Clone, clap::Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Action {
     /// One line per quarantined record: id, reason, ingest time, journal position.
     List,
@@ -35,7 +37,7 @@ pub enum Action {
 }
 
 /// Every quarantined record `(id, entry)`, in id order.
-pub fn entries(store: &Store) -> Result<Vec<(u64, QuarantineEntry)>, AuditError> {
+pub fn entries(store: &crate::store::Store) -> Result<Vec<(u64, QuarantineEntry)>, AuditError> {
     store
         .archive_scan(QUARANTINE)
         .map(|r| {
@@ -59,7 +61,7 @@ fn decode(key: &[u8], value: &[u8]) -> Result<(u64, QuarantineEntry), AuditError
     QuarantineEntry::decode(value).map(|e| (id, e)).map_err(|e| bad(e.to_string()))
 }
 
-fn get(store: &Store, id: u64) -> Result<QuarantineEntry, AuditError> {
+fn get(store: &crate::store::Store, id: u64) -> Result<QuarantineEntry, AuditError> {
     let key = quarantine_key(id);
     match store.archive_get(&key)? {
         None => Err(AuditError::NotFound(format!(
@@ -89,20 +91,22 @@ fn list_line(id: u64, e: &QuarantineEntry) -> String {
 }
 
 impl Action {
-    /// Runs the action; `Ok(true)` when it did what was asked.
-    pub fn run(&self, store: &mut Store) -> Result<bool, AuditError> {
-        let mut out = std::io::stdout().lock();
+    /// Runs the action; exit status 0 when it did what was asked. On the daemon's store a
+    /// released record is handed to the decide stage at once; on a stopped store the next
+    /// `linegate run` decides it. Every mutation's ledger record names who asked (`by`).
+    pub fn run(&self, view: &mut View<'_>, out: &mut dyn Write) -> Result<u8, AuditError> {
         let now = SystemClock::new().now_ms();
+        let by = Some(view.operator());
         match *self {
             Action::List => {
-                let all = entries(store)?;
+                let all = view.read(entries)?;
                 writeln!(out, "{} quarantined record(s)", all.len())?;
                 for (id, e) in all {
                     writeln!(out, "{}", list_line(id, &e))?;
                 }
             }
             Action::Show { id } => {
-                let e = get(store, id)?;
+                let e = view.read(|s| get(s, id))?;
                 writeln!(out, "id:       {id}\nreason:   {}\ndetail:   {}", e.reason, e.detail)?;
                 writeln!(out, "at:       {}", time_or(e.at_ms, "unknown"))?;
                 writeln!(out, "journal:  record {}", e.journal_pos)?;
@@ -110,26 +114,43 @@ impl Action {
                 writeln!(out, "derived:  {derived}\nraw:      {}", e.raw.escape_ascii())?;
             }
             Action::Release { id, at } => {
-                let e = get(store, id)?;
+                let e = view.read(|s| get(s, id))?;
                 let at = at.unwrap_or(now);
                 let origin = Origin { source: Origin::RELEASED, end_offset: id };
-                let pos = store.append_journal_from(&[(at, origin, release_line(&e, at))])?.start;
-                store.commit()?;
-                let entry = LedgerEntry::Released { quarantine_key: id, journal_pos: pos };
-                store.archive_remove(&quarantine_key(id), &[LedgerRecord::new(at, entry)])?;
-                writeln!(
-                    out,
-                    "released {id} as journal record {pos}: the next `linegate run` decides it"
-                )?;
+                let line = release_line(&e, at);
+                let pos = view.journal_release(at, origin, line.clone())?;
+                let entry = LedgerEntry::Released { quarantine_key: id, journal_pos: pos, by };
+                view.write(|s| {
+                    s.archive_remove(&quarantine_key(id), &[LedgerRecord::new(at, entry)])
+                })?;
+                let record = JournalRecord { pos, at, origin: Some(origin), line };
+                if view.decide_now(record) {
+                    writeln!(
+                        out,
+                        "released {id} as journal record {pos}: the daemon decides it now"
+                    )?;
+                } else if view.is_daemon() {
+                    writeln!(
+                        out,
+                        "released {id} as journal record {pos}: the daemon is stopping, its next start decides it"
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "released {id} as journal record {pos}: the next `linegate run` decides it"
+                    )?;
+                }
             }
             Action::Drop { id } => {
-                get(store, id)?;
-                let entry = LedgerEntry::Dropped { quarantine_key: id };
-                store.archive_remove(&quarantine_key(id), &[LedgerRecord::new(now, entry)])?;
+                view.read(|s| get(s, id))?;
+                let entry = LedgerEntry::Dropped { quarantine_key: id, by };
+                view.write(|s| {
+                    s.archive_remove(&quarantine_key(id), &[LedgerRecord::new(now, entry)])
+                })?;
                 writeln!(out, "dropped {id}")?;
             }
         }
-        Ok(true)
+        Ok(0)
     }
 }
 

@@ -15,12 +15,12 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::view::View;
 use super::AuditError;
 use crate::config::Config;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::GapRange;
 use crate::records::pruned::{insert_run, owed as owed_by, PrunedSummary, Runs};
-use crate::store::Store;
 use crate::timefmt::time;
 
 /// What a gap is.
@@ -77,7 +77,45 @@ pub struct Reconciliation {
     /// Declared raw-sample gaps among them, per sensor and reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pruned_sample_gaps: Vec<PrunedSampleGaps>,
+    /// Sensors that have sent nothing for `idle_timeout` or longer (section 11): what they may
+    /// still send after their last seq is a gap like any other, delayed or missing.
+    pub silent_tails: Vec<SilentTail>,
+    /// The first question: did the gateway lose anything it accepted?
+    pub gateway_lost_nothing: bool,
+    /// The second: is source data missing that nobody declared (a hole past allowed lateness, a
+    /// silent sensor's tail)? Declared gaps are accounted for, with their reasons.
+    pub source_complete: bool,
 }
+
+/// The tail of a sensor that went quiet: everything after `last_seq`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SilentTail {
+    pub machine: String,
+    pub sensor: String,
+    /// `None`: configured, never heard from.
+    pub last_seq: Option<u64>,
+    /// Ingest time since its last accepted event, at the newest ingest time decided.
+    pub quiet_ms: Option<i64>,
+    #[serde(flatten)]
+    pub status: TailStatus,
+}
+
+/// What a quiet sensor's tail is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum TailStatus {
+    /// Idle: quiet for `idle_timeout`, within allowed lateness: what it sends may still count.
+    Delayed,
+    /// Silent: quiet past allowed lateness (or never heard from).
+    Missing,
+}
+
+/// Exit status of `reconcile`: nothing lost and no undeclared source data missing.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the gateway lost something it had accepted.
+pub const EXIT_GATEWAY_LOST: u8 = 1;
+/// Exit status: the gateway lost nothing, but source data is missing undeclared.
+pub const EXIT_SOURCE_MISSING: u8 = 3;
 
 /// Declared raw-sample gaps of one sensor for one reason in the pruned part of the ledger: how
 /// many, and the span of event time they lie in.
@@ -92,10 +130,37 @@ pub struct PrunedSampleGaps {
 }
 
 impl Reconciliation {
-    /// True when everything is accounted for.
+    /// True when everything is accounted for: nothing lost, nothing missing undeclared.
     pub fn ok(&self) -> bool {
-        self.unaccounted.is_empty()
-            && !self.gaps.iter().any(|g| matches!(g.status, GapStatus::Undeclared { .. }))
+        self.gateway_lost_nothing && self.source_complete
+    }
+
+    /// [`EXIT_OK`], [`EXIT_GATEWAY_LOST`] (whatever the source did) or [`EXIT_SOURCE_MISSING`].
+    pub fn exit_code(&self) -> u8 {
+        match (self.gateway_lost_nothing, self.source_complete) {
+            (false, _) => EXIT_GATEWAY_LOST,
+            (true, false) => EXIT_SOURCE_MISSING,
+            (true, true) => EXIT_OK,
+        }
+    }
+}
+
+/// What reconcile needs of the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    pub allowed_lateness_ms: i64,
+    pub idle_timeout_ms: i64,
+    /// Sensors configured on live sources: never heard from, they are silent.
+    pub configured: Vec<(String, String)>,
+}
+
+impl Limits {
+    pub fn of(config: &Config) -> Limits {
+        Limits {
+            allowed_lateness_ms: config.time.allowed_lateness_ms,
+            idle_timeout_ms: config.time.idle_timeout_ms,
+            configured: config.configured_sensors().0,
+        }
     }
 }
 
@@ -106,8 +171,18 @@ pub fn reconcile_ledger<'a>(
     pruned: &PrunedSummary,
     ledger: impl IntoIterator<Item = &'a LedgerRecord>,
     queued: &BTreeSet<u64>,
-    allowed_lateness_ms: i64,
+    limits: &Limits,
 ) -> Reconciliation {
+    let allowed_lateness_ms = limits.allowed_lateness_ms;
+    // Per sensor: the highest seq and the newest ingest time of its accepted events.
+    let mut last: BTreeMap<(String, String), (u64, i64)> = pruned
+        .sensors
+        .iter()
+        .filter_map(|(k, s)| {
+            let (m, sensor) = k.split_once('/')?;
+            Some(((m.to_string(), sensor.to_string()), (s.last_seq, s.last_at_ms)))
+        })
+        .collect();
     let mut acked = BTreeSet::new();
     let mut owed: Vec<(String, u64)> =
         pruned.owed.iter().map(|(seq, what)| (what.clone(), *seq)).collect();
@@ -155,6 +230,8 @@ pub fn reconcile_ledger<'a>(
                 newest = newest.max(rec.at_ms);
                 let runs = seqs.entry((machine.clone(), sensor.clone())).or_default();
                 insert_run(runs, *seq, *ts_ms);
+                let l = last.entry((machine.clone(), sensor.clone())).or_insert((0, i64::MIN));
+                *l = (l.0.max(*seq), l.1.max(rec.at_ms));
             }
             LedgerEntry::Alert { .. } => r.alert_records += 1,
             LedgerEntry::Acknowledged { outbox_seqs } => acked.extend(outbox_seqs.iter().copied()),
@@ -209,22 +286,42 @@ pub fn reconcile_ledger<'a>(
             });
         }
     }
+    for (m, s) in &limits.configured {
+        last.entry((m.clone(), s.clone())).or_insert((0, i64::MIN));
+    }
+    for ((machine, sensor), (seq, at)) in last {
+        let heard = at != i64::MIN;
+        let quiet_ms = heard.then(|| newest.saturating_sub(at));
+        let status = match quiet_ms {
+            None => TailStatus::Missing,
+            Some(q) if q > allowed_lateness_ms => TailStatus::Missing,
+            Some(q) if q >= limits.idle_timeout_ms => TailStatus::Delayed,
+            Some(_) => continue,
+        };
+        let last_seq = heard.then_some(seq);
+        r.silent_tails.push(SilentTail { machine, sensor, last_seq, quiet_ms, status });
+    }
+    r.gateway_lost_nothing = r.unaccounted.is_empty();
+    r.source_complete = !r.gaps.iter().any(|g| matches!(g.status, GapStatus::Undeclared { .. }))
+        && !r.silent_tails.iter().any(|t| t.status == TailStatus::Missing);
     r
 }
 
-/// `linegate reconcile`: prints the report (text or JSON); `Ok(false)` when it fails.
-pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool, AuditError> {
-    let ledger = super::ledger(store)?;
-    let queued: BTreeSet<u64> =
-        store.outbox_pending().map(|r| r.map(|(s, _)| s)).collect::<Result<_, _>>()?;
-    let pruned = store.pruned_summary()?;
+/// `linegate reconcile`: prints the report (text or JSON); the exit status answers its two
+/// questions ([`Reconciliation::exit_code`]).
+pub fn reconcile(
+    view: &mut View<'_>,
+    config: &Config,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<u8, AuditError> {
+    let (snapshot, queued) = view.ledger_and_queue()?;
     let r = reconcile_ledger(
-        &pruned,
-        ledger.iter().map(|(_, r)| r),
+        &snapshot.pruned,
+        snapshot.records.iter().map(|(_, r)| r),
         &queued,
-        config.time.allowed_lateness_ms,
+        &Limits::of(config),
     );
-    let mut out = std::io::stdout().lock();
     if json {
         let text = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;
@@ -294,9 +391,44 @@ pub fn reconcile(store: &mut Store, config: &Config, json: bool) -> Result<bool,
                 g.reason
             )?;
         }
-        writeln!(out, "{}", if r.ok() { "reconcile: ok" } else { "reconcile: FAILED" })?;
+        for t in &r.silent_tails {
+            let last = match (t.last_seq, t.quiet_ms) {
+                (Some(seq), Some(q)) => {
+                    format!("after seq {seq}, quiet for {}", super::status::words(q))
+                }
+                _ => "configured, never heard from".to_string(),
+            };
+            let what = match t.status {
+                TailStatus::Delayed => "delayed (idle, still within allowed lateness)",
+                TailStatus::Missing => "MISSING (silent past allowed lateness)",
+            };
+            writeln!(out, "  tail {}/{} {last}: {what}", t.machine, t.sensor)?;
+        }
+        let lost = if r.gateway_lost_nothing {
+            "the gateway lost nothing it accepted"
+        } else {
+            "THE GATEWAY LOST RECORDS IT ACCEPTED"
+        };
+        let source = if r.source_complete {
+            "no source data missing beyond what is declared"
+        } else {
+            "SOURCE DATA IS MISSING, undeclared (see the gaps and tails above)"
+        };
+        writeln!(out, "reconcile: {lost}; {source}")?;
+        let verdict = match r.exit_code() {
+            EXIT_OK => "reconcile: ok",
+            EXIT_SOURCE_MISSING => "reconcile: source data missing (exit 3)",
+            _ => "reconcile: FAILED (exit 1)",
+        };
+        writeln!(out, "{verdict}")?;
     }
-    Ok(r.ok())
+    Ok(r.exit_code())
+}
+
+/// Limits with `allowed_lateness_ms` and an idle timeout as long (no idle tails on their own).
+#[cfg(test)]
+fn lim(allowed_lateness_ms: i64) -> Limits {
+    Limits { allowed_lateness_ms, idle_timeout_ms: allowed_lateness_ms, configured: Vec::new() }
 }
 
 #[cfg(test)]
@@ -343,7 +475,7 @@ mod tests {
             declared(4, 5),
         ];
         let queued = [1, 2, 3, 4].into();
-        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, &lim(10_000));
         let st: Vec<_> = r.gaps.iter().map(|g| (g.from_seq, g.to_seq, g.status.clone())).collect();
         assert_eq!(
             st,
@@ -363,10 +495,10 @@ mod tests {
             accepted(2, 1_100, 2),
             LedgerRecord::new(5, LedgerEntry::Acknowledged { outbox_seqs: vec![1] }),
         ];
-        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &[2].into(), 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &[2].into(), &lim(10_000));
         assert!(r.ok());
         assert_eq!((r.acknowledged, r.queued), (1, 1));
-        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), &lim(10_000));
         assert!(!r.ok());
         assert!(r.unaccounted[0].contains("event e2"));
         let salvage =
@@ -379,7 +511,7 @@ mod tests {
         };
         let mut ledger = ledger;
         ledger.push(LedgerRecord::new(6, recovery));
-        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), 10_000);
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), &lim(10_000));
         assert!(r.ok(), "{r:?}");
         assert_eq!((r.acknowledged, r.declared_lost), (1, 1));
     }
@@ -390,6 +522,10 @@ mod tests {
 #[cfg(test)]
 mod pruned_tests {
     use super::*;
+
+    fn lim5() -> Limits {
+        lim(5_000)
+    }
     use crate::records::ledger::{Acceptance, Salvage};
     use crate::records::outbox::GapNotice;
     use proptest::prelude::*;
@@ -458,13 +594,13 @@ mod pruned_tests {
         ) {
             let ledger: Vec<LedgerRecord> = ops.into_iter().enumerate().map(|(i, op)| record(i, op)).collect();
             let cut = cut.min(ledger.len());
-            let whole = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, 5_000);
+            let whole = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, &lim5());
             let mut summary = PrunedSummary::new();
             for (i, r) in ledger[..cut].iter().enumerate() {
                 summary.absorb(i as u64 + 1, r);
             }
             let summary = PrunedSummary::decode(&summary.encode()).unwrap();
-            let part = reconcile_ledger(&summary, &ledger[cut..], &queued, 5_000);
+            let part = reconcile_ledger(&summary, &ledger[cut..], &queued, &lim5());
             prop_assert_eq!(part.pruned_records, cut as u64);
             let pruned_gaps: u64 = part.pruned_sample_gaps.iter().map(|g| g.count).sum();
             prop_assert_eq!(pruned_gaps as usize + part.sample_gaps.len(), whole.sample_gaps.len());

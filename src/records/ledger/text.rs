@@ -93,11 +93,12 @@ impl LedgerEntry {
             LedgerEntry::Quarantined { reason, journal_pos, quarantine_key } => format!(
                 "quarantined as {reason}: journal record {journal_pos}, quarantine id {quarantine_key}"
             ),
-            LedgerEntry::Released { quarantine_key, journal_pos } => format!(
-                "quarantined record {quarantine_key} released as journal record {journal_pos}"
+            LedgerEntry::Released { quarantine_key, journal_pos, by } => format!(
+                "quarantined record {quarantine_key} released as journal record {journal_pos}{}",
+                operator(by)
             ),
-            LedgerEntry::Dropped { quarantine_key } => {
-                format!("quarantined record {quarantine_key} dropped")
+            LedgerEntry::Dropped { quarantine_key, by } => {
+                format!("quarantined record {quarantine_key} dropped{}", operator(by))
             }
             LedgerEntry::Alert { alert_id, revision, alert_kind, machine, caused_by, outbox_seq } => {
                 let cause = caused_by.as_ref().map_or(String::new(), |e| format!(", caused by event {e}"));
@@ -136,6 +137,14 @@ impl LedgerEntry {
             }
         }
     }
+}
+
+/// `, by uid 1000 (gid 1000, pid 4242) through the control socket`, or nothing when unknown.
+fn operator(by: &Option<super::Operator>) -> String {
+    let Some(o) = by else { return String::new() };
+    let pid = o.pid.map_or(String::new(), |p| format!(", pid {p}"));
+    let how = if o.via_socket { "through the control socket" } else { "on the stopped store" };
+    format!(", by uid {} (gid {}{pid}) {how}", o.uid, o.gid)
 }
 
 #[cfg(test)]

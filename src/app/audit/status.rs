@@ -1,0 +1,400 @@
+//! `linegate status`: one screen for the person at the gateway. Per machine its watermark, lag
+//! and open incidents; per sensor its state (`live`, `idle`, `silent`), last event and declared
+//! gaps; the outbox by kind with the backlog's ETA; the broker session; the store against its
+//! budget; the clock; the last restart and recovery.
+//!
+//! What the store holds is read the same way from a running daemon (through the control socket)
+//! and from a stopped store; what only a running process knows (the broker session, the clock,
+//! the drain rate) comes from the daemon's [`Live`] facts, and says "not running" otherwise.
+//!
+//! Sensor states are taken at the gateway's ingest time: the newest ingest time decided, and the
+//! wall clock too when a live source is configured (its ingest times are the wall clock).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::inspect::{self, OutboxDepth};
+use super::view::View;
+use super::AuditError;
+use crate::config::Config;
+use crate::records::checkpoint::CheckpointPayload;
+use crate::records::ledger::LedgerRecord;
+use crate::records::sensors::{SensorBook, SensorState};
+use crate::rule::alert::{AlertKind, AlertRecord};
+use crate::store::archive::ALERTS;
+use crate::timefmt::time;
+
+/// What only the running daemon knows.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Live {
+    pub pid: u32,
+    pub started_ms: i64,
+    /// The wall clock when the request was answered.
+    pub now_ms: i64,
+    /// `None` when no MQTT forwarder runs (`--no-forward`, `--forward local-ack`).
+    pub broker_connected: Option<bool>,
+    pub clock: String,
+    /// Outbox records removed per second over the last 30 s.
+    pub drain_rate: f64,
+}
+
+/// One sensor.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SensorRow {
+    pub machine: String,
+    pub sensor: String,
+    pub state: SensorState,
+    pub last_seq: Option<u64>,
+    pub last_ts_ms: Option<i64>,
+    pub last_at_ms: Option<i64>,
+    /// Ingest time since its last record (from the reference time of the report).
+    pub quiet_ms: Option<i64>,
+    pub events: u64,
+    pub gaps: BTreeMap<String, u64>,
+}
+
+/// Every sensor seen or configured, with its state at `now_ms`.
+pub fn sensor_rows(book: &SensorBook, config: &Config, now_ms: i64) -> Vec<SensorRow> {
+    let mut rows: BTreeMap<(String, String), SensorRow> = BTreeMap::new();
+    let (idle, late) = (config.time.idle_timeout_ms, config.time.allowed_lateness_ms);
+    for ((m, s), a) in &book.sensors {
+        let seen = a.events > 0;
+        let last_at = seen.then_some(a.last_at_ms);
+        rows.insert(
+            (m.clone(), s.clone()),
+            SensorRow {
+                machine: m.clone(),
+                sensor: s.clone(),
+                state: SensorState::at(last_at, now_ms, idle, late),
+                last_seq: seen.then_some(a.last_seq),
+                last_ts_ms: seen.then_some(a.last_ts_ms),
+                last_at_ms: last_at,
+                quiet_ms: last_at.map(|t| now_ms.saturating_sub(t)),
+                events: a.events,
+                gaps: a.gaps.clone(),
+            },
+        );
+    }
+    for (m, s) in config.configured_sensors().0 {
+        rows.entry((m.clone(), s.clone())).or_insert(SensorRow {
+            machine: m,
+            sensor: s,
+            state: SensorState::Silent,
+            last_seq: None,
+            last_ts_ms: None,
+            last_at_ms: None,
+            quiet_ms: None,
+            events: 0,
+            gaps: BTreeMap::new(),
+        });
+    }
+    rows.into_values().collect()
+}
+
+/// The ingest time sensor states are taken at: the newest decided, or the wall clock when a live
+/// source is configured and it is later.
+pub fn reference_time(book: &SensorBook, config: &Config, wall_ms: Option<i64>) -> i64 {
+    let newest = book.newest_at_ms().unwrap_or(i64::MIN);
+    match (config.configured_sensors().1, wall_ms) {
+        (true, Some(w)) => newest.max(w),
+        _ => newest.max(0),
+    }
+}
+
+/// One machine.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MachineRow {
+    pub machine: String,
+    pub watermark_ms: Option<i64>,
+    /// The reference ingest time minus the watermark.
+    pub lag_ms: Option<i64>,
+    pub open_incidents: Vec<OpenIncident>,
+}
+
+/// An incident still open: its latest revision.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpenIncident {
+    pub alert_id: String,
+    pub revision: u32,
+    pub onset_ms: i64,
+    /// Evidence event ids with their event times.
+    pub evidence: Vec<(String, i64)>,
+    pub also_count: u64,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Status {
+    pub gateway: String,
+    /// `None`: no daemon runs (the store was read directly).
+    pub daemon: Option<Live>,
+    /// The ingest time states and lags are taken at.
+    pub reference_ms: i64,
+    pub machines: Vec<MachineRow>,
+    pub sensors: Vec<SensorRow>,
+    pub outbox: OutboxDepth,
+    /// Backlog over drain rate, in seconds; `None` when nothing waits, or nothing drains.
+    pub backlog_eta_s: Option<f64>,
+    pub store_bytes: u64,
+    /// `[store] max_bytes` (0: unbounded).
+    pub store_budget_bytes: u64,
+    pub quarantined: u64,
+    pub last_restart: Option<LedgerRecord>,
+    pub last_recovery: Option<LedgerRecord>,
+}
+
+/// Gathers the status.
+pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<Status, AuditError> {
+    let (book, checkpoint, size, quarantined) = view.read(|s| -> Result<_, AuditError> {
+        let q = s.archive_scan(crate::store::archive::QUARANTINE).count() as u64;
+        Ok((s.sensor_book()?, s.last_checkpoint()?, s.size_on_disk()?, q))
+    })?;
+    let outbox = view.read(inspect::outbox_depth)?;
+    let (last_restart, last_recovery) = view.read(inspect::last_restart_and_recovery)?;
+    let reference_ms = reference_time(&book, config, live.map(|l| l.now_ms));
+    let mut watermarks: Vec<(String, Option<i64>)> = Vec::new();
+    if let Some(cp) = checkpoint {
+        let p = CheckpointPayload::decode(&cp.decider).map_err(|e| AuditError::Decode {
+            what: "checkpoint",
+            key: "c/".into(),
+            why: e.to_string(),
+        })?;
+        let d = crate::decider::Decider::restore(config, &p.decider).map_err(|e| {
+            AuditError::Decode { what: "checkpoint", key: "c/".into(), why: e.to_string() }
+        })?;
+        watermarks = d.watermarks().map(|(m, w)| (m.to_string(), w)).collect();
+    }
+    let open = view.read(open_incidents)?;
+    let machines = watermarks
+        .into_iter()
+        .map(|(machine, wm)| MachineRow {
+            open_incidents: open.get(&machine).cloned().unwrap_or_default(),
+            lag_ms: wm.map(|w| reference_ms.saturating_sub(w)),
+            watermark_ms: wm,
+            machine,
+        })
+        .collect();
+    let backlog: u64 = outbox.values().map(|d| d.0).sum();
+    let backlog_eta_s = match live {
+        Some(l) if backlog > 0 && l.drain_rate > 0.0 => Some(backlog as f64 / l.drain_rate),
+        _ => None,
+    };
+    Ok(Status {
+        gateway: config.gateway.id.clone(),
+        daemon: live.cloned(),
+        reference_ms,
+        machines,
+        sensors: sensor_rows(&book, config, reference_ms),
+        outbox,
+        backlog_eta_s,
+        store_bytes: size,
+        store_budget_bytes: config.store.max_bytes,
+        quarantined,
+        last_restart,
+        last_recovery,
+    })
+}
+
+/// The latest revision of every alert not yet closed or superseded, by machine.
+fn open_incidents(
+    store: &crate::store::Store,
+) -> Result<BTreeMap<String, Vec<OpenIncident>>, AuditError> {
+    let mut latest: BTreeMap<String, AlertRecord> = BTreeMap::new();
+    for r in store.archive_scan(ALERTS) {
+        let a = super::decode_alert(r?)?;
+        latest.insert(a.alert_id.clone(), a);
+    }
+    let mut out: BTreeMap<String, Vec<OpenIncident>> = BTreeMap::new();
+    for a in latest.into_values() {
+        if matches!(a.kind, AlertKind::Close | AlertKind::Supersede) {
+            continue;
+        }
+        out.entry(a.machine.clone()).or_default().push(OpenIncident {
+            alert_id: a.alert_id,
+            revision: a.revision,
+            onset_ms: a.onset_ms,
+            evidence: a.evidence.iter().map(|e| (e.event_id.clone(), e.ts_ms)).collect(),
+            also_count: a.also_count,
+        });
+    }
+    Ok(out)
+}
+
+/// A duration in words: `850 ms`, `12.5 s`, `4 min 10 s`, `3 h 2 min`, `2 d 4 h`.
+pub fn words(ms: i64) -> String {
+    let ms = ms.max(0);
+    let s = ms / 1000;
+    match ms {
+        _ if ms < 1000 => format!("{ms} ms"),
+        _ if ms < 60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ if s < 3600 => format!("{} min {} s", s / 60, s % 60),
+        _ if s < 86_400 => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+        _ => format!("{} d {} h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+/// `linegate status` (text or JSON).
+pub fn status(
+    view: &mut View<'_>,
+    config: &Config,
+    live: Option<&Live>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<u8, AuditError> {
+    let st = gather(view, config, live)?;
+    if json {
+        let text = serde_json::to_string_pretty(&st).map_err(std::io::Error::other)?;
+        writeln!(out, "{text}")?;
+        return Ok(0);
+    }
+    write_text(&st, out)?;
+    Ok(0)
+}
+
+fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
+    match &st.daemon {
+        Some(l) => writeln!(
+            out,
+            "gateway {}: running (pid {}, up {}, since {}), at {}",
+            st.gateway,
+            l.pid,
+            words(l.now_ms - l.started_ms),
+            time(l.started_ms),
+            time(l.now_ms)
+        )?,
+        None => writeln!(out, "gateway {}: not running (the store read directly)", st.gateway)?,
+    }
+    writeln!(
+        out,
+        "ingest time {} (sensor states and lags are taken at it)",
+        time(st.reference_ms)
+    )?;
+    writeln!(out, "machines")?;
+    if st.machines.is_empty() {
+        writeln!(out, "  none yet")?;
+    }
+    for m in &st.machines {
+        let wm = m.watermark_ms.map_or("none yet".to_string(), time);
+        let lag = m.lag_ms.map_or(String::new(), |l| format!(", lag {}", words(l)));
+        writeln!(
+            out,
+            "  {}: watermark {wm}{lag}, {} open incident(s)",
+            m.machine,
+            m.open_incidents.len()
+        )?;
+        for i in &m.open_incidents {
+            let ev: Vec<String> =
+                i.evidence.iter().map(|(id, ts)| format!("{id} at {}", time(*ts))).collect();
+            let also = if i.also_count > 0 {
+                format!(", {} more high events", i.also_count)
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "    {} revision {} since {}: evidence {}{also}",
+                i.alert_id,
+                i.revision,
+                time(i.onset_ms),
+                ev.join(", ")
+            )?;
+        }
+    }
+    writeln!(out, "sensors")?;
+    if st.sensors.is_empty() {
+        writeln!(out, "  none seen or configured")?;
+    }
+    for s in &st.sensors {
+        let last = match (s.last_seq, s.last_ts_ms, s.quiet_ms) {
+            (Some(seq), Some(ts), Some(q)) => {
+                format!("last event seq {seq} at {} (received {} ago)", time(ts), words(q))
+            }
+            _ => "never heard from".to_string(),
+        };
+        let gaps: Vec<String> = s.gaps.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let gaps =
+            if gaps.is_empty() { "no gaps".into() } else { format!("gaps: {}", gaps.join(", ")) };
+        writeln!(out, "  {}/{}: {}, {last}, {gaps}", s.machine, s.sensor, s.state.as_str())?;
+    }
+    let (n, b) = st.outbox.values().fold((0, 0), |a, d| (a.0 + d.0, a.1 + d.1));
+    let eta = match (n, st.backlog_eta_s, &st.daemon) {
+        (0, _, _) => "empty".to_string(),
+        (_, Some(s), _) => format!("ETA {}", words((s * 1000.0) as i64)),
+        (_, None, Some(_)) => "not draining".to_string(),
+        (_, None, None) => "waiting for the daemon".to_string(),
+    };
+    writeln!(out, "outbox {n} records, {b} bytes: {eta}")?;
+    for (k, (n, b)) in &st.outbox {
+        writeln!(out, "  {k:<8} {n} records, {b} bytes")?;
+    }
+    let broker = match &st.daemon {
+        None => "not running",
+        Some(l) => match l.broker_connected {
+            None => "no MQTT forwarder",
+            Some(true) => "session up",
+            Some(false) => "DOWN (records wait in the outbox)",
+        },
+    };
+    writeln!(out, "broker {broker}")?;
+    let budget = match st.store_budget_bytes {
+        0 => "no budget".to_string(),
+        b => format!("{:.1} % of {} bytes", st.store_bytes as f64 * 100.0 / b as f64, b),
+    };
+    writeln!(out, "store {} bytes ({budget}), {} quarantined", st.store_bytes, st.quarantined)?;
+    if let Some(l) = &st.daemon {
+        writeln!(out, "clock {}", l.clock)?;
+    }
+    for (what, r) in [("last restart", &st.last_restart), ("last recovery", &st.last_recovery)] {
+        match r {
+            None => writeln!(out, "{what}: none")?,
+            Some(r) => writeln!(out, "{what}: {} ({})", time(r.at_ms), r.entry.describe())?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_words() {
+        assert_eq!(words(850), "850 ms");
+        assert_eq!(words(12_500), "12.5 s");
+        assert_eq!(words(250_000), "4 min 10 s");
+        assert_eq!(words(3 * 3_600_000 + 120_000), "3 h 2 min");
+        assert_eq!(words(2 * 86_400_000 + 4 * 3_600_000), "2 d 4 h");
+    }
+
+    #[test]
+    fn configured_sensors_never_heard_from_are_silent_and_seen_ones_age() {
+        let c = Config::from_toml(
+            "[gateway]\nid = \"g\"\n[time]\nidle_timeout = \"10s\"\nallowed_lateness = \"60s\"\n",
+            "test",
+        )
+        .unwrap();
+        let mut book = SensorBook::default();
+        let mut a = crate::records::sensors::SensorActivity {
+            last_seq: 7,
+            last_ts_ms: 1_000,
+            last_at_ms: 2_000,
+            events: 7,
+            ..Default::default()
+        };
+        book.sensors.insert(("m".into(), "s1".into()), a.clone());
+        a.last_at_ms = 40_000;
+        book.sensors.insert(("m".into(), "s2".into()), a);
+        let now = reference_time(&book, &c, Some(i64::MAX));
+        assert_eq!(now, 40_000, "no live source: the wall clock does not count");
+        let rows = sensor_rows(&book, &c, now);
+        let st: Vec<_> = rows.iter().map(|r| (r.sensor.as_str(), r.state, r.quiet_ms)).collect();
+        assert_eq!(
+            st,
+            vec![("s1", SensorState::Idle, Some(38_000)), ("s2", SensorState::Live, Some(0))]
+        );
+        let rows = sensor_rows(&book, &c, 62_001);
+        assert_eq!(rows[0].state, SensorState::Silent);
+    }
+}
