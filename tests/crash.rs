@@ -20,7 +20,7 @@ use linegate::config::Config;
 use linegate::decider::{Decider, Outcome};
 use linegate::trace::parse::parse_line;
 use support::daemon::Daemon;
-use support::{cli, ledger, replay, DEADLINE};
+use support::{cli, ledger, reconciled, replay, DEADLINE};
 
 /// Every boundary the issue names, as failpoints.
 const POINTS: &[&str] = &[
@@ -227,7 +227,7 @@ fn reference(trace: &Path, config: &Path, dir: &Path) -> (BTreeSet<String>, BTre
 /// Checks the store of a finished round against replay.
 fn check(config: &Path, want: &(BTreeSet<String>, BTreeSet<String>, u64), round: usize) {
     eprintln!("round {round}: checking the store");
-    cli(&["reconcile"], config);
+    reconciled(&["reconcile"], config);
     let mut accepted = BTreeMap::<String, u32>::new();
     let mut alert_keys = BTreeSet::new();
     let mut quarantined = 0;

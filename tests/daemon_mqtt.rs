@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use support::daemon::{run_to_end, Daemon};
 use support::mqtt::{received_events, Broker, Subscriber};
-use support::{cli, free_port, ledger, replay, trace, wait_for, DEADLINE};
+use support::{cli, free_port, ledger, reconciled, replay, trace, wait_for, DEADLINE};
 
 /// `rules` (a fixture configuration without store, broker or source) with the store in
 /// `dir/db`, the broker at `port` under prefix `lg`, `mqtt_extra` keys, and `trace` as source.
@@ -70,7 +70,7 @@ fn accepted(ledger: &[Value]) -> Vec<Accepted> {
 /// `linegate reconcile` accounts for everything, and nothing is left queued; every
 /// acknowledged outbox record was ledgered `Published` before.
 fn check_store(config: &Path) {
-    let r: Value = serde_json::from_str(&cli(&["reconcile", "--json"], config)).unwrap();
+    let r: Value = serde_json::from_str(&reconciled(&["reconcile", "--json"], config)).unwrap();
     assert_eq!(r["unaccounted"], serde_json::json!([]), "{r}");
     assert_eq!(r["queued"], 0, "everything forwarded: {r}");
     let mut published = BTreeSet::new();

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use support::daemon::Daemon;
 use support::promtool::{self, sample, scrape, scrape_until};
-use support::{cli, fixture, free_port, ledger, poll, replay, DEADLINE};
+use support::{cli, fixture, free_port, ledger, poll, reconciled, replay, DEADLINE};
 
 fn cwru_trace() -> PathBuf {
     fixture("fixtures/traces/cwru.jsonl")
@@ -224,8 +224,8 @@ fn sigterm_exits_zero_in_bounded_time_and_a_restart_resumes_cleanly() {
     let after = accepted_ids(&ledger);
     assert!(after.is_superset(&before) && after.len() > before.len());
     assert_eq!(after.len() as u64, replay(&cwru_trace(), &fast, dir.path()).accepted());
-    let report = cli(&["reconcile"], &fast);
-    assert!(report.contains("reconcile: ok"), "{report}");
+    let report = reconciled(&["reconcile"], &fast);
+    assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
 }
 
 #[test]
@@ -237,8 +237,8 @@ fn a_store_close_that_hangs_does_not_hold_the_exit_up() {
     let (_, config, d) = sigterm_mid_trace(dir.path(), &hang);
     assert!(d.log().contains("the store did not close in time"), "{}", d.log());
     // Everything was durable before the close: the store reopens and reconciles.
-    let report = cli(&["reconcile"], &config);
-    assert!(report.contains("reconcile: ok"), "{report}");
+    let report = reconciled(&["reconcile"], &config);
+    assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
 }
 
 #[test]
@@ -321,7 +321,7 @@ fn a_small_budget_sheds_old_samples_as_declared_gaps() {
         let to = gap["range"]["to_ms"].as_i64().unwrap_or_else(|| panic!("{gap}"));
         assert!(to <= kept_from, "a recent frame was shed: {gap}");
     }
-    let report = cli(&["reconcile"], &config);
+    let report = reconciled(&["reconcile"], &config);
     let missing = report.lines().filter(|l| l.contains("missing (declared: shed)")).count();
     assert!(missing >= shed.len(), "{report}");
     assert!(report.contains("gap mill/x1 samples ["), "{report}");
@@ -341,7 +341,7 @@ fn a_short_history_prunes_the_ledger_and_reconcile_still_proves_the_whole_life()
     // The trace spans 621 s of ingest time; a minute of it stays in the ledger.
     assert!(!kept.is_empty() && (kept.len() as u64) < replayed.accepted() / 2, "{}", d.log());
     let json: serde_json::Value =
-        serde_json::from_str(&cli(&["reconcile", "--json"], &config)).unwrap();
+        serde_json::from_str(&reconciled(&["reconcile", "--json"], &config)).unwrap();
     assert!(json["pruned_records"].as_u64().unwrap() > 0, "{json}");
     assert_eq!(json["accepted_events"].as_u64(), Some(replayed.accepted()), "{json}");
     assert_eq!(json["alert_records"].as_u64(), Some(replayed.alert_lines().len() as u64));
@@ -349,7 +349,7 @@ fn a_short_history_prunes_the_ledger_and_reconcile_still_proves_the_whole_life()
     let inspect: serde_json::Value =
         serde_json::from_str(&cli(&["inspect", "--json"], &config)).unwrap();
     assert_eq!(inspect["ledger_pruned"], json["pruned_records"], "{inspect}");
-    let report = cli(&["reconcile"], &config);
+    let report = reconciled(&["reconcile"], &config);
     assert!(report.contains("folded into the history summary"), "{report}");
-    assert!(report.contains("reconcile: ok"), "{report}");
+    assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use support::daemon::Daemon;
 use support::modbus::*;
 use support::promtool::{sample, scrape};
-use support::{cli, free_port, ledger, wait_until};
+use support::{cli, free_port, ledger, reconciled, wait_until};
 
 /// The five channels of the served register map.
 const SENSORS: [&str; 5] = ["i16", "f32-big", "f32-little", "i32-little", "index"];
@@ -123,7 +123,7 @@ fn check_outage_and_audit(config: &Path, ledger: &[Value]) {
         // The server was away for a second at least; the poller notices within a timeout.
         assert!(g.iter().any(|g| g.3 - g.2 >= 500), "{g:?}");
     }
-    let report = cli(&["reconcile"], config);
+    let report = reconciled(&["reconcile"], config);
     assert!(!report.to_lowercase().contains("undeclared"), "{report}");
     let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], config)).unwrap();
     let outbox = &inspect["outbox"];
@@ -223,4 +223,42 @@ async fn modbus_rtu_run_over_a_pty_declares_the_outage_of_a_killed_server() {
     let ledger = ledger(&config);
     check_seqs(&accepted(&ledger), 3);
     check_outage_and_audit(&config, &ledger);
+}
+
+/// The gateway's own downtime is a gap too (issue 20): a daemon polling a Modbus TCP device is
+/// SIGKILLed and restarted two seconds later; each sensor's first block after the restart
+/// declares the time nobody polled, from the end of its last journaled block, as
+/// `gateway_down`, and reconcile lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_and_restarted_gateway_declares_its_downtime_as_gateway_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, metrics) = (free_port(), free_port());
+    let _server = server(&["--tcp", &port.to_string()]);
+    let config = write_config(dir.path(), &tcp_keys(port), metrics);
+    wait_answer(&source(&tcp_keys(port))).await;
+    let mut daemon = Daemon::start(&config, &[], &[]);
+    wait_log(&mut daemon, "modbus connected", 1).await;
+    record_phase(&mut daemon, metrics).await;
+    daemon.kill();
+    daemon.wait(support::DEADLINE);
+    // The downtime's length, not a synchronisation: the gaps must cover it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut daemon = Daemon::start(&config, &[], &[]);
+    wait_log(&mut daemon, "modbus connected", 1).await;
+    record_phase(&mut daemon, metrics).await;
+    stop(daemon, "TERM").await;
+
+    let ledger = ledger(&config);
+    let down: Vec<_> = gaps(&ledger).into_iter().filter(|g| g.1 == "gateway_down").collect();
+    for sensor in SENSORS {
+        let g: Vec<_> = down.iter().filter(|g| g.0 == sensor).collect();
+        assert_eq!(g.len(), 1, "{sensor}: one gateway_down gap: {down:?}");
+        assert!(g[0].3 - g[0].2 >= 2_000, "{sensor}: the gap covers the downtime: {g:?}");
+    }
+    let report = reconciled(&["reconcile"], &config);
+    assert!(report.contains("missing (declared: gateway_down)"), "{report}");
+    let status: Value =
+        serde_json::from_str(&cli(&["status", "--once", "--json"], &config)).unwrap();
+    let sensors = status["sensors"].as_array().unwrap();
+    assert!(sensors.iter().all(|s| s["gaps"]["gateway_down"] == 1), "{status}");
 }

@@ -21,7 +21,7 @@ use support::daemon::Daemon;
 use support::mqtt::{received_events, Broker, Proxy, Subscriber};
 use support::promtool::sample;
 use support::rehearsal::{counter, event, in_arrival_order, last, series, steady, Stage, T0};
-use support::{cli, free_port};
+use support::{cli, free_port, reconciled};
 
 /// The topic root of the rehearsal gateway's MQTT records.
 const ROOT: &str = "lg/gw-test";
@@ -447,7 +447,7 @@ fn lost_checkpoint() {
     let opens = alerts.iter().filter(|a| a["kind"] == "open").count();
     assert_eq!(opens, 1, "the incident across the damage is one alert");
     let report: Value =
-        serde_json::from_str(&cli(&["reconcile", "--json"], &stage.config)).unwrap();
+        serde_json::from_str(&reconciled(&["reconcile", "--json"], &stage.config)).unwrap();
     assert_eq!(report["queued"], 0, "the backlog drained: {report}");
 }
 
@@ -487,7 +487,7 @@ fn damage_found_while_running() {
     assert_eq!(recovery["salvage"]["unreadable"]["outbox"], 1, "{recovery}");
     assert_eq!(recovery["salvage"]["copied"]["checkpoint"], 1, "{recovery}");
     stage.check_against_replay();
-    let report = cli(&["reconcile"], &stage.config);
+    let report = reconciled(&["reconcile"], &stage.config);
     assert!(report.contains("1 lost to a damaged store"), "{report}");
 }
 

@@ -19,7 +19,7 @@ use linegate::records::ledger::{LedgerEntry, Salvage};
 use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
 use serde_json::Value;
-use support::{cli, fixture, free_port, ledger, linegate, replay, run};
+use support::{cli, fixture, free_port, ledger, linegate, reconciled, replay, run};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -438,8 +438,8 @@ impl TwoRuns {
         }
         let accepted = ledger.iter().filter(|e| e["kind"] == "accepted").count();
         assert_eq!(accepted as u64, want.accepted());
-        let report = cli(&["reconcile"], &self.config);
-        assert!(report.contains("reconcile: ok"), "{report}");
+        let report = reconciled(&["reconcile"], &self.config);
+        assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
         report
     }
 }

@@ -52,7 +52,15 @@ pub(super) struct DecideStage {
     seq_marks: Option<Vec<((String, String), u64)>>,
     /// What is known of each sensor, kept in every checkpoint's batch (`n/sensors`).
     sensors: crate::records::sensors::SensorBook,
+    /// Journal positions at which a start began (from the `Restart` ledger records after the
+    /// checkpoint, and this start's), and which sources are live: a live sensor's first block at
+    /// or after such a position declares the time the gateway was down (`gateway_down`).
+    restarts: Vec<u64>,
+    live_sources: std::collections::BTreeSet<u16>,
 }
+
+/// Why a live sensor's samples stopped while the gateway was not running.
+pub(super) const GATEWAY_DOWN: &str = "gateway_down";
 
 /// Whether the store's checkpoint restores under `config` (none restores trivially): a
 /// checkpoint that does not would stop every start, so `run` recovers the store instead.
@@ -78,9 +86,26 @@ impl DecideStage {
             let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
             let positions = s.source_positions()?;
             let sensors = s.sensor_book()?;
-            (s.last_checkpoint()?, s.decided_through()?.unwrap_or(0), marks, (positions, sensors))
+            let mut restarts = vec![s.next_journal_pos()];
+            let cp_pos = s.checkpoint_pos();
+            for r in s.ledger_back() {
+                if let crate::records::ledger::LedgerEntry::Restart { journal_next, .. } =
+                    r?.1.entry
+                {
+                    if journal_next <= cp_pos {
+                        break;
+                    }
+                    restarts.push(journal_next);
+                }
+            }
+            (
+                s.last_checkpoint()?,
+                s.decided_through()?.unwrap_or(0),
+                marks,
+                (positions, sensors, restarts),
+            )
         };
-        let (positions, sensors) = positions;
+        let (positions, sensors, restarts) = positions;
         let (decider, mut offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
@@ -114,6 +139,14 @@ impl DecideStage {
             warm_up_through,
             seq_marks: Some(seq_marks),
             sensors,
+            restarts,
+            live_sources: config
+                .source
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !matches!(s, crate::config::SourceConfig::Trace(_)))
+                .filter_map(|(i, _)| u16::try_from(i).ok())
+                .collect(),
         })
     }
 
@@ -222,6 +255,7 @@ impl DecideStage {
             } else {
                 self.continue_seqs();
                 self.pending.decide(&mut self.decider, rec);
+                self.samples_taken(rec);
             }
             self.last_pos = rec.pos;
             self.last_at = Some(rec.at);
@@ -232,6 +266,34 @@ impl DecideStage {
             }
         }
         self.decider.note_state();
+    }
+
+    /// Follows each sensor's raw-sample blocks; a live source's first block after a restart that
+    /// starts after where the sensor's last one ended declares the time between as a
+    /// `gateway_down` gap (deterministic: the restart positions are in the ledger).
+    fn samples_taken(&mut self, rec: &JournalRecord) {
+        let live = rec.origin.is_some_and(|o| self.live_sources.contains(&o.source));
+        for (machine, sensor, pos, t0, end) in self.pending.take_samples() {
+            let a = self.sensors.sensors.entry((machine.clone(), sensor.clone())).or_default();
+            let restarted = self.restarts.iter().any(|&r| a.samples_pos < r && r <= pos);
+            if let (true, true, Some(last_end)) = (live, restarted, a.samples_end_ms) {
+                if t0 > last_end {
+                    let gap = crate::records::outbox::GapNotice {
+                        machine,
+                        sensor,
+                        range: crate::records::outbox::GapRange::Samples {
+                            from_ms: last_end,
+                            to_ms: t0,
+                        },
+                        reason: GATEWAY_DOWN.into(),
+                        declared_at_ms: rec.at,
+                    };
+                    self.pending.gap(gap, rec.at);
+                }
+            }
+            a.samples_end_ms = Some(a.samples_end_ms.map_or(end, |e| e.max(end)));
+            a.samples_pos = pos;
+        }
     }
 
     /// Once, after the warm-up: derived events continue after the store's sequence marks (a

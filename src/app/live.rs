@@ -195,6 +195,9 @@ pub(super) async fn ingest_live<A: Adapter>(
             }
         }
         if !got.gaps.is_empty() || !got.ledger.is_empty() {
+            for g in &got.gaps {
+                p.telemetry.metrics.gaps_declared(&g.reason, 1);
+            }
             declare(&store, std::mem::take(&mut got.gaps), std::mem::take(&mut got.ledger), now)
                 .await?;
         }

@@ -32,6 +32,9 @@ pub struct Pending {
     quarantine: Vec<(usize, QuarantineEntry)>,
     /// Journal records decided.
     pub records: usize,
+    /// Samples records taken since the last [`Pending::take_samples`]: `(machine, sensor,
+    /// journal position, t0_ms, end_ms)`.
+    samples: Vec<(String, String, u64, i64, i64)>,
 }
 
 /// One checkpoint batch: encoded outbox records, ledger records, archive puts.
@@ -57,7 +60,8 @@ impl Pending {
         for r in &mut ledger {
             match &mut r.entry {
                 LedgerEntry::Accepted { outbox_seq, .. }
-                | LedgerEntry::Alert { outbox_seq, .. } => *outbox_seq += outbox_base,
+                | LedgerEntry::Alert { outbox_seq, .. }
+                | LedgerEntry::GapDeclared { outbox_seq, .. } => *outbox_seq += outbox_base,
                 LedgerEntry::Quarantined { quarantine_key, .. } => *quarantine_key += ledger_base,
                 _ => {}
             }
@@ -69,6 +73,22 @@ impl Pending {
         let outbox = std::mem::take(&mut self.outbox).iter().map(OutboxRecord::encode).collect();
         self.records = 0;
         (outbox, ledger, puts)
+    }
+
+    /// The samples records taken since the last call.
+    pub fn take_samples(&mut self) -> Vec<(String, String, u64, i64, i64)> {
+        std::mem::take(&mut self.samples)
+    }
+
+    /// A gap the decide stage declares itself (`gateway_down`): its outbox record for
+    /// `gaps/{sensor}` and its `GapDeclared` ledger record, in this batch.
+    pub fn gap(&mut self, gap: crate::records::outbox::GapNotice, at_ms: i64) {
+        let outbox_seq = self.outbox.len() as u64;
+        self.ledger.push(LedgerRecord::new(
+            at_ms,
+            LedgerEntry::GapDeclared { gap: gap.clone(), outbox_seq },
+        ));
+        self.outbox.push(OutboxRecord::Gap(gap));
     }
 
     /// Decides journal record `rec` with `decider` (which must be reporting) and gathers what
@@ -104,6 +124,9 @@ impl Pending {
             (_, Err((_, why))) => self.quarantined(at, rec.pos, &why, rec.line.clone(), false),
             (Ok(tl), Ok(())) => {
                 if let Arrival::Samples(s) = &tl.arrival {
+                    let end = s.t0_ms as f64 + s.data.len() as f64 * 1000.0 / s.rate_hz;
+                    let key = (s.machine.clone(), s.sensor.clone());
+                    self.samples.push((key.0, key.1, rec.pos, s.t0_ms, end.ceil() as i64));
                     self.outbox.push(OutboxRecord::Samples {
                         machine: s.machine.clone(),
                         sensor: s.sensor.clone(),

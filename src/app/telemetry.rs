@@ -132,7 +132,7 @@ fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
             s.disk_usage()?,
             undecided,
             s.archive_scan(crate::store::archive::QUARANTINE),
-            s.sensor_book()?,
+            s.sensor_book_with_gaps()?,
         )
     };
     let mut q = (0, 0);

@@ -368,7 +368,7 @@ fn report(
     drop(out);
     let reconciled =
         app::audit::reconcile::reconcile(&mut view, config, false, &mut std::io::stdout().lock())?
-            == app::audit::reconcile::EXIT_OK;
+            != app::audit::reconcile::EXIT_GATEWAY_LOST;
     let mut out = std::io::stdout().lock();
     writeln!(out, "== delivered to the subscriber vs accepted").map_err(&io)?;
     writeln!(

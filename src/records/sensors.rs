@@ -27,6 +27,13 @@ pub struct SensorActivity {
     pub events: u64,
     /// Gaps declared on it (events and raw samples), by reason.
     pub gaps: BTreeMap<String, u64>,
+    /// Where its last raw-sample block ended (event time, ms) and its journal position: a live
+    /// source's first block after a restart that starts later declares the time between as a
+    /// `gateway_down` gap.
+    #[serde(default)]
+    pub samples_end_ms: Option<i64>,
+    #[serde(default)]
+    pub samples_pos: u64,
 }
 
 /// Every sensor seen, by `(machine, sensor)`.

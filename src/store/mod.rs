@@ -88,6 +88,7 @@ use std::sync::{Arc, Mutex};
 
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
+pub use gaps::GapCounts;
 pub use journal::{JournalRecord, Origin};
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_read::OutboxScan;

@@ -90,8 +90,8 @@ impl Stage {
     /// exactly those `linegate replay` decides on the trace. The replayed alert records and
     /// summary.
     pub fn check_against_replay(&self) -> (Vec<Value>, Value) {
-        let report = cli(&["reconcile"], &self.config);
-        assert!(report.contains("reconcile: ok"), "{report}");
+        let report = super::reconciled(&["reconcile"], &self.config);
+        assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
         let want = replay(&self.trace, &self.config, self.dir.path());
         let accepted: Vec<String> = ledger(&self.config)
             .iter()

@@ -102,7 +102,7 @@ pub fn gather(view: &View<'_>, config: &Config) -> Result<Inspection, AuditError
             last_restart: None,
             last_recovery: None,
             sensors: {
-                let book = store.sensor_book()?;
+                let book = store.sensor_book_with_gaps()?;
                 let now = status::reference_time(&book, config, None);
                 status::sensor_rows(&book, config, now)
             },

@@ -149,7 +149,7 @@ pub struct Status {
 pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<Status, AuditError> {
     let (book, checkpoint, size, quarantined) = view.read(|s| -> Result<_, AuditError> {
         let q = s.archive_scan(crate::store::archive::QUARANTINE).count() as u64;
-        Ok((s.sensor_book()?, s.last_checkpoint()?, s.size_on_disk()?, q))
+        Ok((s.sensor_book_with_gaps()?, s.last_checkpoint()?, s.size_on_disk()?, q))
     })?;
     let outbox = view.read(inspect::outbox_depth)?;
     let (last_restart, last_recovery) = view.read(inspect::last_restart_and_recovery)?;
