@@ -213,12 +213,13 @@ impl Engine {
             return Verdict::Rejected(Rejection::new(
                 Reason::ClockFuture,
                 format!(
-                    "event {} ts_ms {} is {} ms ahead of ingest time {} (max_future {} ms)",
+                    "event {} ts_ms {} ({}) is {} ahead of ingest time {} (max_future {})",
                     ev.event_id,
                     ev.ts_ms,
-                    ev.ts_ms - now,
-                    now,
-                    self.p.max_future_ms
+                    crate::timefmt::time(ev.ts_ms),
+                    crate::timefmt::duration(ev.ts_ms - now),
+                    crate::timefmt::time(now),
+                    crate::timefmt::duration(self.p.max_future_ms)
                 ),
             ));
         }

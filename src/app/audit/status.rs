@@ -222,18 +222,7 @@ fn open_incidents(
     Ok(out)
 }
 
-/// A duration in words: `850 ms`, `12.5 s`, `4 min 10 s`, `3 h 2 min`, `2 d 4 h`.
-pub fn words(ms: i64) -> String {
-    let ms = ms.max(0);
-    let s = ms / 1000;
-    match ms {
-        _ if ms < 1000 => format!("{ms} ms"),
-        _ if ms < 60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ if s < 3600 => format!("{} min {} s", s / 60, s % 60),
-        _ if s < 86_400 => format!("{} h {} min", s / 3600, (s % 3600) / 60),
-        _ => format!("{} d {} h", s / 86_400, (s % 86_400) / 3600),
-    }
-}
+pub use crate::timefmt::duration as words;
 
 /// `linegate status` (text or JSON).
 pub fn status(
@@ -358,15 +347,6 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_as_words() {
-        assert_eq!(words(850), "850 ms");
-        assert_eq!(words(12_500), "12.5 s");
-        assert_eq!(words(250_000), "4 min 10 s");
-        assert_eq!(words(3 * 3_600_000 + 120_000), "3 h 2 min");
-        assert_eq!(words(2 * 86_400_000 + 4 * 3_600_000), "2 d 4 h");
-    }
 
     #[test]
     fn configured_sensors_never_heard_from_are_silent_and_seen_ones_age() {

@@ -44,7 +44,10 @@ pub(crate) fn check_plausible_ts(ts: i64, field: &str) -> Result<(), Rejection> 
     if ts < MIN_PLAUSIBLE_TS_MS {
         return Err(Rejection::new(
             Reason::ClockImplausible,
-            format!("{field} {ts} is before 2000-01-01T00:00:00Z ({MIN_PLAUSIBLE_TS_MS})"),
+            format!(
+                "{field} {ts} ({}) is before 2000-01-01T00:00:00.000Z",
+                crate::timefmt::time(ts)
+            ),
         ));
     }
     Ok(())

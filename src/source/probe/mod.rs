@@ -221,7 +221,7 @@ pub fn summarize(outputs: &[BusOutput], stats: BusStats) -> Vec<String> {
     ));
     if let Some(c) = clock {
         let err = c.err_ms.map(|e| format!(", error ≤ {e} ms")).unwrap_or_default();
-        lines.push(format!("timestamps: clock {:?}{err}", c.state).to_lowercase());
+        lines.push(format!("timestamps: clock {}{err}", c.state.as_str()));
     }
     lines
 }
