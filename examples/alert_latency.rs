@@ -32,6 +32,11 @@
 //! behind an alert must be durable before the alert is published, so its latency cannot go below
 //! one such fsync; the probe percentiles say how much of the alert's is the disk's.
 //!
+//! With `POLL_STATUS_MS=N` in the environment, the daemon's control socket is served on the same
+//! store (in STORE, `control.sock`) and a client asks `status --json` every N ms throughout, as
+//! an operator's `linegate status` would (issue 20): the JSON line then also has the status
+//! requests' latencies (`status_*`).
+//!
 //! Not included: the pipeline's group-commit wait (`[store] commit_interval`, when the pipeline
 //! waits for it before committing an alert) and the broker's delivery to subscribers. Alerts go
 //! every 20 ms, so each is decided while the previous ones' PUBACKs are settled.
@@ -148,6 +153,9 @@ async fn bench(
 ) {
     let store = Arc::new(RwLock::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
     let backlog = store.read().outbox_depth().unwrap().0;
+    let poller = std::env::var("POLL_STATUS_MS")
+        .ok()
+        .map(|ms| status_poller(&store, path, ms.parse().unwrap()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
@@ -190,6 +198,12 @@ async fn bench(
     let mut config = Config::for_replay_defaults("gw");
     config.time.watermark_bound = WatermarkBound::Fixed(0);
     let mut engine = Engine::new(Params::from_config(&config));
+    // A checkpoint `status` can restore (a fresh decider's): the bench's own engine is not one.
+    let checkpoint = linegate::records::checkpoint::CheckpointPayload {
+        decider: linegate::decider::Decider::new(&config).snapshot(),
+        offsets: Default::default(),
+    }
+    .encode();
     // Per alert: total latency, the part up to the forwarder's wake-up (ingest commit, decide,
     // apply), the rest (the forwarder's: wake, read, PUBLISH, write; it overlaps the checkpoint's
     // commit), and the part up to the end of that commit.
@@ -244,7 +258,7 @@ async fn bench(
             let asked = now();
             let mut s = store.write();
             lock_apply.push(ms(now().duration_since(asked)));
-            s.apply_checkpoint_with_archive(pos, b"bench", &[rec.encode()], &[], &[]).unwrap();
+            s.apply_checkpoint_with_archive(pos, &checkpoint, &[rec.encode()], &[], &[]).unwrap();
             let s = RwLockWriteGuard::downgrade(s);
             notified.push(ms(now().duration_since(t0)));
             grew.notify_one();
@@ -263,6 +277,7 @@ async fn bench(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = store.read().outbox_depth().unwrap().0;
+    let status = poller.map(StatusPoller::finish);
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     drop(probe);
@@ -293,8 +308,72 @@ async fn bench(
             "lock_apply_p99_ms": percentile(&lock_apply, 0.99),
             "disk_fsync_p50_ms": percentile(&fsyncs, 0.5),
             "disk_fsync_p99_ms": percentile(&fsyncs, 0.99),
+            "status_polls": status.as_ref().map(Vec::len),
+            "status_p50_ms": status.as_ref().map(|s| percentile(s, 0.5)),
+            "status_p99_ms": status.as_ref().map(|s| percentile(s, 0.99)),
         })
     );
+}
+
+/// The control socket on the bench's store, and a client asking `status --json` every `every_ms`.
+struct StatusPoller {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<f64>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl StatusPoller {
+    /// Stops the client: its latencies, sorted.
+    fn finish(self) -> Vec<f64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut v = self.thread.join().unwrap();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+}
+
+fn status_poller(store: &linegate::app::SharedStore, path: &str, every_ms: u64) -> StatusPoller {
+    use linegate::control::protocol::{Command, Request};
+    use std::io::BufRead;
+    let socket = std::path::Path::new(path).join("control.sock");
+    let mut config = Config::for_replay_defaults("gw");
+    config.store.path = path.into();
+    let (tx, _rx) = mpsc::channel(1);
+    let daemon = linegate::control::server::Daemon {
+        store: store.clone(),
+        config: Arc::new(config),
+        decide: tx.downgrade(),
+        telemetry: linegate::app::telemetry::Telemetry::new(),
+        started_ms: 0,
+    };
+    let listener = linegate::control::server::bind(&socket).unwrap();
+    let server = tokio::spawn(linegate::control::server::serve(
+        listener,
+        socket.clone(),
+        daemon,
+        std::future::pending(),
+    ));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let halt = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let mut took = Vec::new();
+        let request = Request::new(Command::Status { json: true }).to_line();
+        while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+            let t0 = now();
+            let mut c = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+            c.write_all(&request).unwrap();
+            let mut lines = std::io::BufReader::new(c);
+            let mut line = String::new();
+            while lines.read_line(&mut line).unwrap() > 0 && !line.starts_with("{\"exit\"") {
+                line.clear();
+            }
+            assert!(line.starts_with("{\"exit\":0"), "status failed: {line}");
+            took.push(ms(now().duration_since(t0)));
+            std::thread::sleep(Duration::from_millis(every_ms));
+        }
+        took
+    });
+    StatusPoller { stop, thread, _server: server }
 }
 
 fn main() {

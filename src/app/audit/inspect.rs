@@ -11,7 +11,7 @@ use super::view::View;
 use super::AuditError;
 use crate::config::Config;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::OutboxRecord;
+use crate::records::outbox::{Bulk, OutboxRecord};
 use crate::store::archive::QUARANTINE;
 use crate::store::Store;
 
@@ -48,17 +48,28 @@ fn kind(r: &OutboxRecord) -> &'static str {
     }
 }
 
-/// The outbox's records and bytes by kind.
-pub fn outbox_depth(store: &Store) -> Result<OutboxDepth, AuditError> {
+/// The outbox's records and bytes by kind: the walk starts under the store's lock and goes on
+/// without it (sled reads safely beside writers), up to the records that existed when it began,
+/// so a backlog of a day never holds up the pipeline. Events and raw samples, the bulk of a
+/// backlog, are told by their first bytes.
+pub fn outbox_depth(view: &View<'_>) -> Result<OutboxDepth, AuditError> {
+    let (records, next) = view.read(|s| (s.outbox_pending(), s.next_outbox_seq()));
     let mut outbox = OutboxDepth::new();
-    for r in store.outbox_pending() {
+    for r in records {
         let (seq, bytes) = r?;
-        let rec = OutboxRecord::decode(&bytes).map_err(|e| AuditError::Decode {
-            what: "outbox record",
-            key: seq.to_string(),
-            why: e.to_string(),
-        })?;
-        let e = outbox.entry(kind(&rec)).or_default();
+        if seq >= next {
+            break;
+        }
+        let k = match OutboxRecord::peek_bulk(&bytes) {
+            Some(Bulk::Event) => "event",
+            Some(Bulk::Samples) => "samples",
+            None => kind(&OutboxRecord::decode(&bytes).map_err(|e| AuditError::Decode {
+                what: "outbox record",
+                key: seq.to_string(),
+                why: e.to_string(),
+            })?),
+        };
+        let e = outbox.entry(k).or_default();
         e.0 += 1;
         e.1 += bytes.len() as u64;
     }
@@ -90,7 +101,7 @@ pub fn gather(view: &View<'_>, config: &Config) -> Result<Inspection, AuditError
     let mut i = view.read(|store| -> Result<Inspection, AuditError> {
         let pruned = store.pruned_summary()?;
         Ok(Inspection {
-            outbox: outbox_depth(store)?,
+            outbox: OutboxDepth::new(),
             journal_start: store.journal_start(),
             checkpoint: store.checkpoint_pos(),
             journal_next: store.next_journal_pos(),
@@ -109,6 +120,7 @@ pub fn gather(view: &View<'_>, config: &Config) -> Result<Inspection, AuditError
         })
     })?;
     (i.last_restart, i.last_recovery) = view.read(last_restart_and_recovery)?;
+    i.outbox = outbox_depth(view)?;
     Ok(i)
 }
 

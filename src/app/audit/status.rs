@@ -151,7 +151,7 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
         let q = s.archive_scan(crate::store::archive::QUARANTINE).count() as u64;
         Ok((s.sensor_book_with_gaps()?, s.last_checkpoint()?, s.size_on_disk()?, q))
     })?;
-    let outbox = view.read(inspect::outbox_depth)?;
+    let outbox = inspect::outbox_depth(view)?;
     let (last_restart, last_recovery) = view.read(inspect::last_restart_and_recovery)?;
     let reference_ms = reference_time(&book, config, live.map(|l| l.now_ms));
     let mut watermarks: Vec<(String, Option<i64>)> = Vec::new();

@@ -76,15 +76,27 @@ impl View<'_> {
         }
     }
 
-    /// The pruned summary and every ledger record after it, as of this call; and the outbox
-    /// sequences queued at the same moment. Read a page at a time.
+    /// The pruned summary and every ledger record after it, and the outbox sequences queued, as
+    /// one consistent view. The queue is walked without the lock (a backlog of a day is a million
+    /// records), then the ledger is read to its end as of after the walk: a record the walk missed
+    /// because it was acknowledged meanwhile has its acknowledgement in that ledger, and one
+    /// created after the walk began (sequence at or above the outbox's next at its start) is
+    /// counted as queued unless the ledger says it was acknowledged.
     pub fn ledger_and_queue(&self) -> Result<(LedgerSnapshot, BTreeSet<u64>), AuditError> {
         for _ in 0..PRUNE_RETRIES {
-            let (pruned, end, queued) = self.read(|s| -> Result<_, AuditError> {
-                let queued =
-                    s.outbox_pending().map(|r| r.map(|(q, _)| q)).collect::<Result<_, _>>()?;
-                Ok((s.pruned_summary()?, s.next_ledger_seq(), queued))
+            let (pruned, records, next) = self.read(|s| -> Result<_, AuditError> {
+                Ok((s.pruned_summary()?, s.outbox_pending(), s.next_outbox_seq()))
             })?;
+            let mut queued = BTreeSet::new();
+            for r in records {
+                let (q, _) = r?;
+                if q >= next {
+                    break;
+                }
+                queued.insert(q);
+            }
+            let (end, now_next) = self.read(|s| (s.next_ledger_seq(), s.next_outbox_seq()));
+            queued.extend(next..now_next);
             if let Some(records) = self.ledger_pages(pruned.through, end)? {
                 return Ok((LedgerSnapshot { pruned, records }, queued));
             }
@@ -121,7 +133,7 @@ impl View<'_> {
         let own = matches!(self, View::Own(_));
         while next < end {
             let page = self.read(|s| -> Result<Option<Vec<_>>, AuditError> {
-                if !own && next > through + 1 && s.pruned_summary()?.through >= next {
+                if !own && s.pruned_summary()?.through >= next {
                     return Ok(None);
                 }
                 let page =
@@ -176,5 +188,65 @@ impl View<'_> {
     /// True on the daemon's store.
     pub fn is_daemon(&self) -> bool {
         matches!(self, View::Daemon(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::ledger::LedgerEntry;
+    use crate::store::StoreOptions;
+
+    fn store_with_ledger(dir: &std::path::Path, n: u64) -> Store {
+        let mut s = Store::open(dir, StoreOptions::default()).unwrap();
+        let recs: Vec<LedgerRecord> = (0..n)
+            .map(|i| {
+                let entry = LedgerEntry::Duplicate { event_id: format!("e{i}"), journal_pos: i };
+                LedgerRecord::new(i as i64, entry)
+            })
+            .collect();
+        s.append_ledger(&recs).unwrap();
+        s
+    }
+
+    #[test]
+    fn the_daemons_ledger_read_a_page_at_a_time_equals_a_direct_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = LEDGER_PAGE as u64 * 2 + 17;
+        let mut s = store_with_ledger(dir.path(), n);
+        let direct = View::Own(&mut s).ledger().unwrap().records;
+        assert_eq!(direct.len() as u64, n);
+        assert_eq!(direct.iter().map(|(q, _)| *q).collect::<Vec<_>>(), (1..=n).collect::<Vec<_>>());
+        let shared: SharedStore = std::sync::Arc::new(parking_lot::RwLock::new(s));
+        let (tx, _rx) = mpsc::channel(1);
+        let weak = tx.downgrade();
+        let peer = Operator { uid: 1, gid: 1, pid: None, via_socket: true };
+        let view = View::Daemon(DaemonView { store: &shared, decide: &weak, peer });
+        let paged = view.ledger().unwrap().records;
+        assert_eq!(paged, direct);
+        let (snap, queued) = view.ledger_and_queue().unwrap();
+        assert_eq!(snap.records, direct);
+        assert!(queued.is_empty());
+    }
+
+    #[test]
+    fn a_read_that_retention_overtook_is_refused_and_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = LEDGER_PAGE as u64 + 10;
+        let mut s = store_with_ledger(dir.path(), n);
+        // Retention prunes the first half while a reader thinks nothing was pruned.
+        s.prune_ledger(i64::MAX, (n / 2) as usize).unwrap();
+        let through = s.pruned_summary().unwrap().through;
+        assert!(through > 0);
+        let shared: SharedStore = std::sync::Arc::new(parking_lot::RwLock::new(s));
+        let (tx, _rx) = mpsc::channel(1);
+        let weak = tx.downgrade();
+        let peer = Operator { uid: 1, gid: 1, pid: None, via_socket: true };
+        let view = View::Daemon(DaemonView { store: &shared, decide: &weak, peer });
+        assert!(view.ledger_pages(0, n + 1).unwrap().is_none(), "records were missed");
+        let again = view.ledger().unwrap();
+        assert_eq!(again.pruned.through, through);
+        assert_eq!(again.records.first().map(|r| r.0), Some(through + 1));
+        assert_eq!(again.records.len() as u64, n - through);
     }
 }

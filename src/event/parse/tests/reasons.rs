@@ -209,7 +209,11 @@ fn oversized() {
 #[test]
 fn clock_implausible() {
     let set = |v: i64| with(move |m| drop(m.insert("ts_ms".into(), json!(v))));
-    reject(&set(1000), Reason::ClockImplausible, "ts_ms 1000 (1970-01-01T00:00:01.000Z) is before 2000-01-01");
+    reject(
+        &set(1000),
+        Reason::ClockImplausible,
+        "ts_ms 1000 (1970-01-01T00:00:01.000Z) is before 2000-01-01",
+    );
     reject(&set(-5), Reason::ClockImplausible, "ts_ms -5");
     reject(&set(MIN_PLAUSIBLE_TS_MS - 1), Reason::ClockImplausible, "ts_ms");
     assert!(parse(&set(MIN_PLAUSIBLE_TS_MS)).is_ok());
