@@ -202,6 +202,7 @@ async fn bench(
     let checkpoint = linegate::records::checkpoint::CheckpointPayload {
         decider: linegate::decider::Decider::new(&config).snapshot(),
         offsets: Default::default(),
+        rule_version: String::new(),
     }
     .encode();
     // Per alert: total latency, the part up to the forwarder's wake-up (ingest commit, decide,

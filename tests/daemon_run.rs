@@ -353,3 +353,41 @@ fn a_short_history_prunes_the_ledger_and_reconcile_still_proves_the_whole_life()
     assert!(report.contains("folded into the history summary"), "{report}");
     assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
 }
+
+/// Every alert record says which rule decided it, and a start with another rule is ledgered, not
+/// silent (issue 21, part 1): the checkpoint keeps the version it was decided under.
+#[test]
+fn alert_records_carry_the_rule_version_and_a_changed_rule_is_ledgered_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = Setup::new(cwru_trace());
+    let config = setup.write(dir.path(), "run.toml");
+    support::daemon::run_to_end(&config, &["--no-forward"]);
+    let status: serde_json::Value =
+        serde_json::from_str(&cli(&["status", "--once", "--json"], &config)).unwrap();
+    let version = status["rule_version"].as_str().unwrap().to_owned();
+    assert_eq!(version.len(), 16, "{status}");
+    let alerts = cli(&["dump", "alerts"], &config);
+    assert!(!alerts.is_empty());
+    for line in alerts.lines() {
+        let a: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(a["rule_version"], version.as_str(), "{a}");
+    }
+    // The same rule reformatted: no change; another threshold: a rule_changed record.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let reformatted = dir.path().join("same.toml");
+    std::fs::write(&reformatted, text.replace("threshold = 0.5\n", "threshold = 5e-1   # same\n"))
+        .unwrap();
+    support::daemon::run_to_end(&reformatted, &["--no-forward"]);
+    assert!(!ledger(&reformatted).iter().any(|r| r["kind"] == "rule_changed"));
+    let changed = dir.path().join("changed.toml");
+    std::fs::write(&changed, text.replace("threshold = 0.5\n", "threshold = 0.6\n")).unwrap();
+    support::daemon::run_to_end(&changed, &["--no-forward"]);
+    let records = ledger(&changed);
+    let rc: Vec<_> = records.iter().filter(|r| r["kind"] == "rule_changed").collect();
+    assert_eq!(rc.len(), 1, "{rc:?}");
+    assert_eq!(rc[0]["from"], version.as_str());
+    let now: serde_json::Value =
+        serde_json::from_str(&cli(&["status", "--once", "--json"], &changed)).unwrap();
+    assert_eq!(rc[0]["to"], now["rule_version"]);
+    assert_ne!(now["rule_version"], version.as_str());
+}

@@ -57,6 +57,10 @@ pub(super) struct DecideStage {
     /// or after such a position declares the time the gateway was down (`gateway_down`).
     restarts: Vec<u64>,
     live_sources: std::collections::BTreeSet<u16>,
+    /// The rule this stage decides under, kept in every checkpoint.
+    rule_version: String,
+    /// The checkpoint's rule version when it differs from this one (`start` ledgers it).
+    pub(super) rule_changed: Option<String>,
 }
 
 /// Why a live sensor's samples stopped while the gateway was not running.
@@ -106,6 +110,8 @@ impl DecideStage {
             )
         };
         let (positions, sensors, restarts) = positions;
+        let rule_version = crate::config::rule_version::rule_version(config);
+        let mut rule_changed = None;
         let (decider, mut offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
@@ -113,6 +119,10 @@ impl DecideStage {
                     .map_err(|e| AppError::Checkpoint(e.to_string()))?;
                 let d = Decider::restore(config, &p.decider)
                     .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+                // A checkpoint written before versions were kept says nothing: adopted as is.
+                if !p.rule_version.is_empty() && p.rule_version != rule_version {
+                    rule_changed = Some(p.rule_version);
+                }
                 (d, p.offsets, cp.journal_pos)
             }
         };
@@ -140,6 +150,8 @@ impl DecideStage {
             seq_marks: Some(seq_marks),
             sensors,
             restarts,
+            rule_version,
+            rule_changed,
             live_sources: config
                 .source
                 .iter()
@@ -320,8 +332,11 @@ impl DecideStage {
     }
 
     fn checkpoint_store(&mut self, last: bool) -> Result<(), AppError> {
-        let payload =
-            CheckpointPayload { decider: self.decider.snapshot(), offsets: self.offsets.clone() };
+        let payload = CheckpointPayload {
+            decider: self.decider.snapshot(),
+            offsets: self.offsets.clone(),
+            rule_version: self.rule_version.clone(),
+        };
         let shared = self.store.clone();
         let mut store = lock(&shared);
         let (outbox, ledger, mut puts) =

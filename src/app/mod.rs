@@ -195,6 +195,8 @@ async fn run_pipeline(
     let (store, recovered) = open_store(&config, opts.store.clone()).await?;
     telemetry.metrics.set_start(started_ms, recovered);
     telemetry.metrics.set_limits(config.store.max_bytes, config.time.allowed_lateness_ms);
+    let version = crate::config::rule_version::rule_version(&config);
+    telemetry.metrics.set_rule(&config.rule.name, &version);
     let store: SharedStore = Arc::new(RwLock::new(store));
     let outbox_grew = Arc::new(Notify::new());
     let config = Arc::new(config);
@@ -358,7 +360,15 @@ fn start(
             journal_next,
             outbox_pending,
         };
-        s.append_ledger(&[LedgerRecord::new(SystemClock::new().now_ms(), entry)])?;
+        let mut records = vec![LedgerRecord::new(SystemClock::new().now_ms(), entry)];
+        if let Some(from) = &stage.rule_changed {
+            let to = crate::config::rule_version::rule_version(config);
+            let from = from.clone();
+            tracing::warn!(%from, %to, "the rule changed since the checkpoint: the new rule decides from here on");
+            let entry = LedgerEntry::RuleChanged { from, to, journal_pos: s.checkpoint_pos() + 1 };
+            records.push(LedgerRecord::new(SystemClock::new().now_ms(), entry));
+        }
+        s.append_ledger(&records)?;
     }
     failpoint!("app::start::after_restart");
     Ok((journal_next, offsets, stage))

@@ -13,6 +13,7 @@ mod duration;
 mod mqtt;
 mod raw;
 mod rule;
+pub mod rule_version;
 mod size;
 mod source_bus;
 mod source_modbus;

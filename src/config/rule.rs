@@ -18,6 +18,7 @@ impl Params {
         Params {
             gateway: c.gateway.id.clone(),
             rule_name: c.rule.name.clone(),
+            rule_version: super::rule_version::rule_version(c),
             metric: c.rule.metric,
             unit: c.rule.unit,
             threshold: c.rule.threshold,

@@ -131,6 +131,17 @@ pub enum Quality {
     Bad,
 }
 
+impl Quality {
+    /// The spelling in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quality::Good => "good",
+            Quality::Uncertain => "uncertain",
+            Quality::Bad => "bad",
+        }
+    }
+}
+
 /// Where the raw samples behind an event are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SampleRef {

@@ -17,6 +17,10 @@ pub struct CheckpointPayload {
     #[serde(with = "serde_bytes")]
     pub decider: Vec<u8>,
     pub offsets: BTreeMap<u16, u64>,
+    /// The `rule_version` the state was decided under (docs/contracts.md section 11; empty in
+    /// checkpoints written before it was kept).
+    #[serde(default)]
+    pub rule_version: String,
 }
 
 /// One rejected record kept in quarantine (tree `state`, `q/` + id).
@@ -81,7 +85,11 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_damage_is_an_error() {
-        let p = CheckpointPayload { decider: vec![1, 2], offsets: [(0, 77)].into() };
+        let p = CheckpointPayload {
+            decider: vec![1, 2],
+            offsets: [(0, 77)].into(),
+            rule_version: "v".into(),
+        };
         assert_eq!(CheckpointPayload::decode(&p.encode()).unwrap(), p);
         let q = QuarantineEntry {
             reason: "malformed_json".into(),
@@ -107,7 +115,11 @@ mod tests {
     #[test]
     fn bytes_are_byte_strings_and_older_payloads_still_decode() {
         let decider: Vec<u8> = (0..=255).collect();
-        let p = CheckpointPayload { decider: decider.clone(), offsets: [(1, 9)].into() };
+        let p = CheckpointPayload {
+            decider: decider.clone(),
+            offsets: [(1, 9)].into(),
+            rule_version: String::new(),
+        };
         let new = p.encode();
         assert!(new.windows(decider.len()).any(|w| w == decider.as_slice()));
         let old = encode(&LegacyPayload { decider, offsets: [(1, 9)].into() });

@@ -121,6 +121,10 @@ pub enum LedgerEntry {
     ClockStep { from_ms: i64, to_ms: i64, step_ms: i64 },
     /// The process started on an existing store.
     Restart { checkpoint_pos: u64, journal_next: u64, outbox_pending: u64 },
+    /// The process started with a rule (`[rule]`, `[time]`) other than the one its checkpoint was
+    /// decided under: `from` and `to` are their `rule_version`s; the new rule decides from journal
+    /// record `journal_pos` on (docs/decisions.md, "A rule change at start-up").
+    RuleChanged { from: String, to: String, journal_pos: u64 },
     /// The store could not be opened or a record did not decode: what was moved aside and lost,
     /// and what was copied from it into the fresh store (`salvage`; absent in records written
     /// before salvage existed, which lost everything).

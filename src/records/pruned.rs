@@ -98,6 +98,7 @@ pub fn kind_name(e: &LedgerEntry) -> &'static str {
         LedgerEntry::GapDeclared { .. } => "gap_declared",
         LedgerEntry::ClockStep { .. } => "clock_step",
         LedgerEntry::Restart { .. } => "restart",
+        LedgerEntry::RuleChanged { .. } => "rule_changed",
         LedgerEntry::Recovery { .. } => "recovery",
     }
 }

@@ -53,6 +53,8 @@ pub struct AlertRecord {
     pub kind: AlertKind,
     pub machine: String,
     pub rule: String,
+    /// The fingerprint of the rule that decided it (docs/contracts.md section 6).
+    pub rule_version: String,
     pub onset_ms: i64,
     /// Null until the machine watermark has passed the end.
     pub end_ms: Option<i64>,
@@ -94,6 +96,9 @@ struct StoredAlert {
     kind: AlertKind,
     machine: String,
     rule: String,
+    /// Absent in records archived before it existed: read as empty.
+    #[serde(default)]
+    rule_version: String,
     onset_ms: i64,
     end_ms: Option<i64>,
     evidence: Vec<EvidenceItem>,
@@ -125,6 +130,7 @@ impl From<StoredAlert> for AlertRecord {
             kind: s.kind,
             machine: s.machine,
             rule: s.rule,
+            rule_version: s.rule_version,
             onset_ms: s.onset_ms,
             end_ms: s.end_ms,
             evidence: s.evidence,

@@ -114,6 +114,7 @@ fn trim(also: &mut BTreeSet<Key>, also_max: usize) {
 pub struct Ctx<'a> {
     pub gateway: &'a str,
     pub rule: &'a str,
+    pub rule_version: &'a str,
     pub machine: &'a str,
     pub window_ms: i64,
     pub count: usize,
@@ -432,6 +433,7 @@ fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> Aler
         kind,
         machine: ctx.machine.to_string(),
         rule: ctx.rule.to_string(),
+        rule_version: ctx.rule_version.to_string(),
         onset_ms: inc.onset,
         end_ms: (ctx.wm > inc.end).then_some(inc.end),
         evidence: inc.evidence.values().map(|v| EvidenceItem::clone(v)).collect(),

@@ -35,6 +35,9 @@ use watermark::{BoundMode, SensorClock};
 pub struct Params {
     pub gateway: String,
     pub rule_name: String,
+    /// The fingerprint of the rule and time sections (`crate::config::rule_version`), written
+    /// into every alert record.
+    pub rule_version: String,
     pub metric: Metric,
     pub unit: Unit,
     pub threshold: f64,
@@ -379,6 +382,7 @@ fn ctx<'a>(
     Ctx {
         gateway: &p.gateway,
         rule: &p.rule_name,
+        rule_version: &p.rule_version,
         machine,
         window_ms: p.window_ms,
         count: p.count as usize,

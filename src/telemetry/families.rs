@@ -99,6 +99,14 @@ pub(super) struct Families {
     pub(super) store_budget: Gauge,
     pub(super) allowed_lateness: FloatGauge,
     pub(super) control_requests: Family<OutcomeLabel, Counter>,
+    pub(super) rule_info: Family<RuleLabel, Gauge>,
+}
+
+/// The rule's name and version.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RuleLabel {
+    pub(super) name: String,
+    pub(super) version: String,
 }
 
 /// Latency buckets from 0.5 ms to about 16 s, doubling: a decision or a group commit on a
@@ -157,6 +165,7 @@ impl Families {
             store_budget: Gauge::default(),
             allowed_lateness: FloatGauge::default(),
             control_requests: Family::default(),
+            rule_info: Family::default(),
         }
     }
 
@@ -360,6 +369,11 @@ impl Families {
             "allowed_lateness_seconds",
             "The configured [time] allowed_lateness: how far behind its machine's watermark an event may arrive and still be applied",
             f.allowed_lateness.clone(),
+        );
+        r.register(
+            "rule_info",
+            "The rule deciding now: its configured name and rule_version, value 1",
+            f.rule_info.clone(),
         );
         r.register(
             "control_requests",

@@ -19,7 +19,7 @@ use prometheus_client::registry::Registry;
 
 use super::families::{
     Families, KindLabel, MachineLabel, MachineSensorLabel, OriginLabel, OutcomeLabel, PartLabel,
-    ReasonLabel, SensorLabel, SensorStateLabel, StateLabel,
+    ReasonLabel, RuleLabel, SensorLabel, SensorStateLabel, StateLabel,
 };
 
 use crate::decider::Counts;
@@ -366,6 +366,12 @@ impl Metrics {
         let f = &self.inner.families;
         gauge_from_u64(&f.store_budget, store_budget_bytes);
         f.allowed_lateness.set(allowed_lateness_ms as f64 / 1000.0);
+    }
+
+    /// The rule deciding now (`linegate_rule_info{name,version} 1`).
+    pub fn set_rule(&self, name: &str, version: &str) {
+        let label = RuleLabel { name: name.to_owned(), version: version.to_owned() };
+        self.inner.families.rule_info.get_or_create(&label).set(1);
     }
 
     /// Records and original bytes in quarantine.

@@ -204,12 +204,17 @@ fn revision(a: &AlertRecord) -> String {
     let end = a.end_ms.map_or("still open".to_string(), |e| format!("end {}", time(e)));
     let cause = a.caused_by.as_ref().map_or(String::new(), |e| format!(", caused by event {e}"));
     let provisional = if a.provisional { ", provisional" } else { "" };
+    let version = match a.rule_version.as_str() {
+        "" => String::new(),
+        v => format!(" version {v}"),
+    };
     format!(
-        "revision {} {kind}: machine {}, onset {}, {end}{cause}{provisional}, decided at {}",
+        "revision {} {kind}: machine {}, onset {}, {end}{cause}{provisional}, decided at {} by rule {}{version}",
         a.revision,
         a.machine,
         time(a.onset_ms),
-        time(a.decided_at_ms)
+        time(a.decided_at_ms),
+        a.rule
     )
 }
 
@@ -283,8 +288,10 @@ mod tests {
         assert_eq!(
             revision(&a),
             "revision 0 open: machine m, onset 1970-01-01T00:00:00.000Z, still open, \
-             decided at 1970-01-01T00:00:00.009Z"
+             decided at 1970-01-01T00:00:00.009Z by rule r"
         );
+        a.rule_version = "4f22f4bf85848a88".into();
+        assert!(revision(&a).ends_with("by rule r version 4f22f4bf85848a88"), "{}", revision(&a));
         a.end_ms = Some(1_700_000_125_000);
         a.caused_by = Some("e2".into());
         assert!(revision(&a).contains(", end 2023-11-14T22:15:25.000Z, caused by event e2,"));

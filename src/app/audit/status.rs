@@ -128,6 +128,9 @@ pub struct OpenIncident {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Status {
     pub gateway: String,
+    /// The configuration's rule and its version (`crate::config::rule_version`).
+    pub rule: String,
+    pub rule_version: String,
     /// `None`: no daemon runs (the store was read directly).
     pub daemon: Option<Live>,
     /// The ingest time states and lags are taken at.
@@ -183,6 +186,8 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
     };
     Ok(Status {
         gateway: config.gateway.id.clone(),
+        rule: config.rule.name.clone(),
+        rule_version: crate::config::rule_version::rule_version(config),
         daemon: live.cloned(),
         reference_ms,
         machines,
@@ -260,6 +265,7 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
         "ingest time {} (sensor states and lags are taken at it)",
         time(st.reference_ms)
     )?;
+    writeln!(out, "rule {} version {}", st.rule, st.rule_version)?;
     writeln!(out, "machines")?;
     if st.machines.is_empty() {
         writeln!(out, "  none yet")?;

@@ -126,6 +126,10 @@ impl LedgerEntry {
                 time(*from_ms),
                 time(*to_ms)
             ),
+            LedgerEntry::RuleChanged { from, to, journal_pos } => format!(
+                "rule changed from version {from} to {to}: the new rule decides from journal \
+                 record {journal_pos} on, on the state decided so far"
+            ),
             LedgerEntry::Restart { checkpoint_pos, journal_next, outbox_pending } => format!(
                 "restart: checkpoint at journal record {checkpoint_pos}, next journal record \
                  {journal_next}, {outbox_pending} outbox record(s) pending"
