@@ -94,7 +94,7 @@ async fn served_metrics_pass_promtool_and_name_every_family() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(http::serve(listener, populated(), async {
+    let server = tokio::spawn(http::serve(listener, populated(), None, async {
         let _ = stopped.await;
     }));
 

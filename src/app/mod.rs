@@ -206,7 +206,6 @@ async fn run_pipeline(
         tokio::task::spawn_blocking(move || start(&config, store, grew, t)).await??
     };
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut services = spawn_services(&config, &store, &telemetry, metrics_listener, &stop_rx);
     let (tx, rx) = mpsc::channel(4);
     let control = crate::control::server::Daemon {
         store: store.clone(),
@@ -215,6 +214,12 @@ async fn run_pipeline(
         telemetry: telemetry.clone(),
         started_ms,
     };
+    let page: crate::telemetry::http::Page = {
+        let d = control.clone();
+        Arc::new(move || crate::control::server::status_page(&d))
+    };
+    let mut services =
+        spawn_services(&config, &store, &telemetry, metrics_listener, page, &stop_rx);
     services.extend(spawn_control(control, &stop_rx));
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
@@ -421,12 +426,17 @@ fn spawn_services(
     store: &SharedStore,
     t: &telemetry::Telemetry,
     metrics_listener: Option<tokio::net::TcpListener>,
+    page: crate::telemetry::http::Page,
     stop: &watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     if let Some(listener) = metrics_listener {
-        let serve =
-            crate::telemetry::http::serve(listener, t.metrics.clone(), stopped(stop.clone()));
+        let serve = crate::telemetry::http::serve(
+            listener,
+            t.metrics.clone(),
+            Some(page),
+            stopped(stop.clone()),
+        );
         tasks.push(tokio::spawn(async move {
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "metrics endpoint stopped");

@@ -202,6 +202,15 @@ fn run_command(
     }
 }
 
+/// The status page of the running daemon (`GET /` on the metrics listener).
+pub fn status_page(d: &Daemon) -> Result<String, String> {
+    let peer = Operator::this_process();
+    let view = View::Daemon(DaemonView { store: &d.store, decide: &d.decide, peer });
+    let st = crate::app::audit::status::gather(&view, &d.config, Some(&live(d)))
+        .map_err(|e| e.to_string())?;
+    Ok(crate::app::audit::status_page::render(&st))
+}
+
 /// What only the running process knows, for `status`.
 fn live(d: &Daemon) -> Live {
     use std::sync::atomic::Ordering;

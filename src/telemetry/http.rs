@@ -1,7 +1,9 @@
-//! `GET /metrics` over HTTP/1.1 (hyper 1): the Prometheus scrape endpoint on `[metrics] listen`.
+//! `GET /metrics` over HTTP/1.1 (hyper 1): the Prometheus scrape endpoint on `[metrics] listen`,
+//! and the status page at `/` (`crate::app::audit::status_page`) when the daemon gives one.
 //!
-//! One route. `GET` (and `HEAD`) of `/metrics` answer 200 with format 0.0.4; any other method
-//! on it is 405, any other path 404. The listener is bound by the caller, so tests bind port 0
+//! Two routes. `GET` (and `HEAD`) of `/metrics` answer 200 with format 0.0.4, of `/` the page
+//! (HTML, rendered on a blocking thread: it reads the store); any other method on them is 405,
+//! any other path 404. The listener is bound by the caller, so tests bind port 0
 //! and the daemon can bind before it drops privileges or reports READY.
 //!
 //! Each connection runs in its own task; at most [`MAX_CONNECTIONS`] at a time (a further one is
@@ -42,11 +44,16 @@ pub struct ServeError {
     source: std::io::Error,
 }
 
-/// Serves `metrics` on `listener` until `shutdown` completes. Errors of one connection are
-/// logged and end only that connection; an error of the listener itself is returned.
+/// Renders the status page (blocking work); its error is shown as a 500 in words.
+pub type Page = std::sync::Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+/// Serves `metrics` (and `page` at `/`) on `listener` until `shutdown` completes. Errors of one
+/// connection are logged and end only that connection; an error of the listener itself is
+/// returned.
 pub async fn serve(
     listener: TcpListener,
     metrics: Metrics,
+    page: Option<Page>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".to_owned());
@@ -70,10 +77,11 @@ pub async fn serve(
                     continue;
                 }
                 let metrics = metrics.clone();
+                let page = page.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |req| {
-                        let metrics = metrics.clone();
-                        async move { Ok::<_, Infallible>(respond(&metrics, &req)) }
+                        let (metrics, page) = (metrics.clone(), page.clone());
+                        async move { Ok::<_, Infallible>(respond(&metrics, page, &req).await) }
                     });
                     let served = http1::Builder::new()
                         .timer(TokioTimer::new())
@@ -97,14 +105,34 @@ fn is_per_connection(e: &std::io::Error) -> bool {
 }
 
 /// The answer to one request.
-fn respond(metrics: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.uri().path() != "/metrics" {
+async fn respond(
+    metrics: &Metrics,
+    page: Option<Page>,
+    req: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let page = page.filter(|_| path == "/");
+    if path != "/metrics" && page.is_none() {
         return plain(StatusCode::NOT_FOUND, "not found: metrics are at /metrics\n");
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD are allowed\n");
         r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
+    }
+    if let Some(page) = page {
+        return match tokio::task::spawn_blocking(move || page()).await {
+            Ok(Ok(html)) => {
+                let body =
+                    if req.method() == Method::HEAD { Bytes::new() } else { Bytes::from(html) };
+                let mut r = Response::new(Full::new(body));
+                let html = HeaderValue::from_static("text/html; charset=utf-8");
+                r.headers_mut().insert(CONTENT_TYPE, html);
+                r
+            }
+            Ok(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("status: {e}\n")),
+            Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("status: {e}\n")),
+        };
     }
     match exposition::encode(metrics) {
         Ok(text) => {
@@ -145,13 +173,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_page_is_at_the_root_when_given() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let page: Page = std::sync::Arc::new(|| Ok("<html>gw</html>".to_string()));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, Metrics::new(), Some(page), async {
+            let _ = stopped.await;
+        }));
+        let got = exchange(addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
+        assert!(got.contains("content-type: text/html; charset=utf-8"), "{got}");
+        assert!(got.ends_with("<html>gw</html>"), "{got}");
+        let other = exchange(addr, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
     async fn routes_statuses_and_shutdown() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let metrics = Metrics::new();
         metrics.set_fsyncs(7);
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, metrics, async {
+        let server = tokio::spawn(serve(listener, metrics, None, async {
             let _ = stopped.await;
         }));
 

@@ -9,6 +9,7 @@ pub mod inspect;
 pub mod quarantine;
 pub mod reconcile;
 pub mod status;
+pub mod status_page;
 pub mod view;
 
 use std::io::Write;

@@ -148,6 +148,31 @@ pub struct Status {
     pub last_recovery: Option<LedgerRecord>,
 }
 
+/// How the outbox's backlog drains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Drain {
+    Empty,
+    /// Seconds until it is sent at the drain rate of the last 30 s.
+    Eta(f64),
+    NotDraining,
+    /// No daemon runs: nothing sends it.
+    NoDaemon,
+}
+
+impl Status {
+    /// The outbox's records and bytes in all, and how it drains.
+    pub fn backlog(&self) -> (u64, u64, Drain) {
+        let (n, b) = self.outbox.values().fold((0, 0), |a, d| (a.0 + d.0, a.1 + d.1));
+        let drain = match (n, self.backlog_eta_s, &self.daemon) {
+            (0, _, _) => Drain::Empty,
+            (_, Some(s), _) => Drain::Eta(s),
+            (_, None, Some(_)) => Drain::NotDraining,
+            (_, None, None) => Drain::NoDaemon,
+        };
+        (n, b, drain)
+    }
+}
+
 /// Gathers the status.
 pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<Status, AuditError> {
     let (book, checkpoint, size, quarantined) = view.read(|s| -> Result<_, AuditError> {
@@ -313,12 +338,12 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
             if gaps.is_empty() { "no gaps".into() } else { format!("gaps: {}", gaps.join(", ")) };
         writeln!(out, "  {}/{}: {}, {last}, {gaps}", s.machine, s.sensor, s.state.as_str())?;
     }
-    let (n, b) = st.outbox.values().fold((0, 0), |a, d| (a.0 + d.0, a.1 + d.1));
-    let eta = match (n, st.backlog_eta_s, &st.daemon) {
-        (0, _, _) => "empty".to_string(),
-        (_, Some(s), _) => format!("ETA {}", words((s * 1000.0) as i64)),
-        (_, None, Some(_)) => "not draining".to_string(),
-        (_, None, None) => "waiting for the daemon".to_string(),
+    let (n, b, drain) = st.backlog();
+    let eta = match drain {
+        Drain::Empty => "empty".to_string(),
+        Drain::Eta(s) => format!("ETA {}", words((s * 1000.0) as i64)),
+        Drain::NotDraining => "not draining".to_string(),
+        Drain::NoDaemon => "waiting for the daemon".to_string(),
     };
     writeln!(out, "outbox {n} records, {b} bytes: {eta}")?;
     for (k, (n, b)) in &st.outbox {

@@ -1,0 +1,106 @@
+//! The status page in a real browser (issue 22, part 1): headless Chromium (Debian's `chromium`,
+//! which `scripts/setup` installs) loads `/` from a running daemon's metrics listener while a
+//! paced trace streams; the DOM it built must show the machine with its open incident and its
+//! evidence, every sensor with its state (one of them silent, its tail missing), the outbox, and
+//! the page must refresh itself. A screenshot is kept as an artifact under
+//! `target/artifacts/status-page.png`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::daemon::Daemon;
+use support::{linegate, poll, run, DEADLINE};
+
+const T0: i64 = 1_700_000_000_000;
+
+fn event(sensor: &str, seq: u64, t: i64, value: f64) -> String {
+    format!(
+        r#"{{"at":{at},"kind":"event","event":{{"event_id":"press-7.{sensor}.{seq}","machine":"press-7","sensor":"{sensor}","seq":{seq},"ts_ms":{ts},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":{value}}}}}"#,
+        at = T0 + t * 1000 + 200,
+        ts = T0 + t * 1000,
+    )
+}
+
+/// s1 high from second 5 on (an incident that stays open), s2 quiet after second 20.
+fn write_trace(path: &Path) {
+    let mut lines = Vec::new();
+    for t in 0..600 {
+        lines.push(event("s1", t as u64 + 1, t, if t >= 5 { 0.8 } else { 0.1 }));
+        if t < 20 {
+            lines.push(event("s2", t as u64 + 1, t, 0.1));
+        }
+    }
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn chromium(args: &[&str], url: &str) -> String {
+    let out = Command::new("chromium")
+        .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        .args(["--no-first-run", "--virtual-time-budget=2000"])
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run chromium ({e}): Debian's `chromium` package, scripts/setup installs it"
+            )
+        });
+    assert!(out.status.success(), "chromium: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_status_page_shows_machines_incidents_and_sensor_states_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    write_trace(&trace);
+    let port = support::free_port();
+    let config = dir.path().join("gateway.toml");
+    let text = format!(
+        "[gateway]\nid = \"gw-page\"\n[time]\nallowed_lateness = \"30s\"\nidle_timeout = \"10s\"\n{}",
+        support::trace_daemon_sections(&dir.path().join("store"), "", port, &trace, 10.0)
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut d = Daemon::start(&config, &["--no-forward"], &[]);
+    // Until s2 is silent and the incident open (asked through the control socket).
+    poll(DEADLINE, || {
+        let r = run(linegate(&["status", "--once", "--json", "--config"]).arg(&config));
+        let st: Value = serde_json::from_str(&r.stdout).ok()?;
+        let silent =
+            st["sensors"].as_array()?.iter().any(|s| s["sensor"] == "s2" && s["state"] == "silent");
+        let open = st["machines"][0]["open_incidents"].as_array().is_some_and(|i| !i.is_empty());
+        (silent && open).then_some(())
+    })
+    .expect("s2 silent and an incident open");
+    let url = format!("http://127.0.0.1:{port}/");
+    let dom = chromium(&["--dump-dom"], &url);
+    d.assert_running();
+    for needle in [
+        "<span id=\"gateway\">gw-page</span>",
+        "press-7/s1",
+        "press-7/s2",
+        "data-state=\"live\"",
+        "data-state=\"silent\"",
+        "missing: no longer expected in time",
+        "gw-page/high-vibration/press-7/",
+        "press-7.s1.6 at 2023-11-14T22:13:25.000Z",
+        "behind by",
+        "id=\"outbox\"",
+        "http-equiv=\"refresh\"",
+    ] {
+        assert!(dom.contains(needle), "{needle:?} not in the page's DOM:\n{dom}");
+    }
+    assert!(!dom.contains("<script"), "no script on the page");
+    let artifacts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(&[&format!("--screenshot={}", shot.display()), "--window-size=1280,1400"], &url);
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
+}
