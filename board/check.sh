@@ -19,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 for f in "${python_files[@]}"; do PYTHONPYCACHEPREFIX=$tmp python3 -m py_compile "$f"; done
 if command -v shellcheck >/dev/null; then
     echo "-- shellcheck"
-    shellcheck "${shell_scripts[@]}" systemd/check.sh .ci/arm.sh .ci/run
+    shellcheck "${shell_scripts[@]}" systemd/check.sh .ci/arm.sh .ci/run packaging/deb/*.sh packaging/deb/maintainer-scripts/*
 elif [ "${CI:-}" = true ]; then
     echo "FAIL: shellcheck is not installed (.ci/run's setup section installs it)" >&2
     exit 1

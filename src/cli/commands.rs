@@ -220,15 +220,17 @@ pub(crate) fn check_config(path: &Path) -> Result<(), Error> {
     println!("{}: ok", path.display());
     println!("  gateway {}", c.gateway.id);
     println!(
-        "  rule {}: {} >= {} {} ({} in {} ms), {} machine override(s)",
+        "  rule {}: {} >= {} {} ({} in {}), {} machine override(s), version {}",
         c.rule.name,
         c.rule.metric.as_str(),
         c.rule.threshold,
         c.rule.unit.as_str(),
         c.rule.count,
-        c.rule.window_ms,
-        c.rule.machines.len()
+        linegate::timefmt::duration(c.rule.window_ms),
+        c.rule.machines.len(),
+        linegate::config::rule_version::rule_version(&c)
     );
+    println!("  control socket {}", linegate::control::socket_path(&c).display());
     for (i, source) in c.source.iter().enumerate() {
         match source {
             SourceConfig::I2c(s) => println!("  source[{i}]: {}", s.summary()),
