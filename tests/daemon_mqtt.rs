@@ -141,6 +141,9 @@ fn check_delivered(
         for (topic, e) in &d.events[&a.event_id] {
             assert_eq!(topic, &format!("{root}/events/{}/{}", a.machine, a.sensor));
             assert_eq!(e["ts_ms"].as_i64(), Some(a.ts_ms), "original ts_ms of {}", a.event_id);
+            // The gateway's ingest time: an accepted event is at most max_future (5 s) ahead.
+            let at = e["at"].as_i64().unwrap_or_else(|| panic!("no \"at\" on {e}"));
+            assert!(at >= a.ts_ms - 5_000, "at {at} of {}", a.event_id);
         }
     }
     for (sensor, seqs) in &d.order {

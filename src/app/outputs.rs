@@ -154,6 +154,7 @@ impl Pending {
                 }
                 let json = if derived { None } else { original_event_bytes(&rec.line) };
                 let json = json.unwrap_or_else(|| serialise(&event));
+                let json = crate::records::outbox::event_json_with_at(&json, at);
                 let Event { event_id, machine, sensor, seq, ts_ms, .. } = event;
                 self.ledger.push(LedgerRecord::new(
                     at,

@@ -125,6 +125,21 @@ impl OutboxRecord {
     }
 }
 
+/// An event's JSON object with `"at":AT` (the gateway's ingest time, ms) added before its closing
+/// brace, as published on `events/...` (docs/contracts.md section 10); the original bytes are
+/// otherwise unchanged. An event's own keys never include `at` (section 2 rejects unknown keys).
+pub fn event_json_with_at(json: &[u8], at: i64) -> Vec<u8> {
+    let body = json.trim_ascii_end();
+    let Some((b'}', inner)) = body.split_last() else { return json.to_vec() };
+    let mut out = Vec::with_capacity(body.len() + 24);
+    out.extend_from_slice(inner);
+    if inner.trim_ascii_end().last() != Some(&b'{') {
+        out.push(b',');
+    }
+    out.extend_from_slice(format!("\"at\":{at}}}").as_bytes());
+    out
+}
+
 impl GapNotice {
     /// The reason of a gap declared by a recovery: the store held the data, damaged beyond
     /// reading (`src/store/salvage.rs`).
@@ -142,6 +157,16 @@ impl GapNotice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_gets_its_ingest_time_before_its_closing_brace() {
+        assert_eq!(
+            event_json_with_at(br#"{"event_id":"e","ts_ms":5} "#, 1_700_000_000_200),
+            br#"{"event_id":"e","ts_ms":5,"at":1700000000200}"#.to_vec()
+        );
+        assert_eq!(event_json_with_at(b"{ }", -1), br#"{ "at":-1}"#.to_vec());
+        assert_eq!(event_json_with_at(b"[1]", 3), b"[1]".to_vec(), "not an object: unchanged");
+    }
 
     fn samples() -> OutboxRecord {
         OutboxRecord::Samples {
