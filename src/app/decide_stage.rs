@@ -52,8 +52,8 @@ pub(super) struct DecideStage {
     seq_marks: Option<Vec<((String, String), u64)>>,
     /// What is known of each sensor, kept in every checkpoint's batch (`n/sensors`).
     sensors: crate::records::sensors::SensorBook,
-    /// Journal positions at which a start began (from the `Restart` ledger records after the
-    /// checkpoint, and this start's), and which sources are live: a live sensor's first block at
+    /// Journal positions at which a start began (the store keeps the last ones beside their
+    /// `Restart` records; and this start's), and which sources are live: a live sensor's first block at
     /// or after such a position declares the time the gateway was down (`gateway_down`).
     restarts: Vec<u64>,
     live_sources: std::collections::BTreeSet<u16>,
@@ -90,18 +90,9 @@ impl DecideStage {
             let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
             let positions = s.source_positions()?;
             let sensors = s.sensor_book()?;
-            let mut restarts = vec![s.next_journal_pos()];
-            let cp_pos = s.checkpoint_pos();
-            for r in s.ledger_back() {
-                if let crate::records::ledger::LedgerEntry::Restart { journal_next, .. } =
-                    r?.1.entry
-                {
-                    if journal_next <= cp_pos {
-                        break;
-                    }
-                    restarts.push(journal_next);
-                }
-            }
+            // The kept start positions (this start's `Restart` comes after the restore).
+            let mut restarts = s.start_positions();
+            restarts.push(s.next_journal_pos());
             (
                 s.last_checkpoint()?,
                 s.decided_through()?.unwrap_or(0),

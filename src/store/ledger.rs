@@ -5,10 +5,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
-use crate::records::ledger::LedgerRecord;
+use crate::records::ledger::{LedgerEntry, LedgerRecord};
 
 pub(super) const LEDGER: &[u8] = b"l/";
 pub(super) const LEDGER_NEXT: &[u8] = b"n/ledger_next";
+/// The sequence of the newest `Restart` and of the newest `Recovery` ledger record (u64 BE),
+/// and the journal positions of the last [`STARTS_KEPT`] starts (u64 BE each, oldest first):
+/// written in the batch of the record itself, so `inspect`, `status` and the decide stage's
+/// restore find them without walking the ledger. Absent in stores written before they were kept
+/// (and right after a salvage, until its own `Recovery` and `Restart`).
+pub(super) const LAST_RESTART: &[u8] = b"n/last_restart";
+pub(super) const LAST_RECOVERY: &[u8] = b"n/last_recovery";
+pub(super) const STARTS: &[u8] = b"n/starts";
+/// How many start positions [`STARTS`] keeps.
+pub(super) const STARTS_KEPT: usize = 16;
 
 pub(super) fn ledger_key(seq: u64) -> [u8; 10] {
     let mut k = [0u8; 10];
@@ -24,6 +34,19 @@ impl Store {
         let mut seq = self.next_ledger;
         for r in records {
             batch.insert(&ledger_key(seq), r.encode());
+            match r.entry {
+                LedgerEntry::Restart { journal_next, .. } => {
+                    batch.insert(LAST_RESTART, &seq.to_be_bytes());
+                    let mut starts = self.start_positions();
+                    starts.push(journal_next);
+                    let keep = starts.len().saturating_sub(STARTS_KEPT);
+                    let bytes: Vec<u8> =
+                        starts[keep..].iter().flat_map(|p| p.to_be_bytes()).collect();
+                    batch.insert(STARTS, bytes);
+                }
+                LedgerEntry::Recovery { .. } => batch.insert(LAST_RECOVERY, &seq.to_be_bytes()),
+                _ => {}
+            }
             seq += 1;
         }
         if seq != self.next_ledger {
@@ -77,6 +100,43 @@ impl Store {
         self.state_unsynced.store(true, Ordering::Release);
         self.next_ledger = next;
         Ok(())
+    }
+
+    /// The journal positions at which the last [`STARTS_KEPT`] starts began (from their
+    /// `Restart` records), oldest first; empty on a store written before they were kept. A read
+    /// error counts as none: the positions only let the decide stage declare `gateway_down` gaps.
+    pub fn start_positions(&self) -> Vec<u64> {
+        let v = self.state.get(STARTS).ok().flatten().unwrap_or_default();
+        v.chunks_exact(8)
+            .filter_map(|c| <[u8; 8]>::try_from(c).ok())
+            .map(u64::from_be_bytes)
+            .collect()
+    }
+
+    /// The newest `Restart` and `Recovery` records still in the ledger (retention may have pruned
+    /// them), found by their kept sequences; `None` for the pair on a store that has no such keys
+    /// (written before they were kept), where the caller walks the ledger instead.
+    pub fn last_restart_and_recovery(
+        &self,
+    ) -> Result<Option<(Option<LedgerRecord>, Option<LedgerRecord>)>> {
+        let seq = |key: &[u8]| -> Result<Option<u64>> {
+            match self.state.get(key).map_err(self.sled_err("read n/last_"))? {
+                None => Ok(None),
+                Some(v) => decode_u64(&self.path, STATE, key, &v).map(Some),
+            }
+        };
+        let (restart, recovery) = (seq(LAST_RESTART)?, seq(LAST_RECOVERY)?);
+        if restart.is_none() && recovery.is_none() {
+            return Ok(None);
+        }
+        let record = |seq: Option<u64>| -> Result<Option<LedgerRecord>> {
+            let Some(seq) = seq else { return Ok(None) };
+            match self.ledger_from(seq).next().transpose()? {
+                Some((s, r)) if s == seq => Ok(Some(r)),
+                _ => Ok(None),
+            }
+        };
+        Ok(Some((record(restart)?, record(recovery)?)))
     }
 
     /// The sequence the next ledger record gets.

@@ -15,6 +15,7 @@
 //! | `state` | `n/source/` + u16 source index | u64 BE: the source's end offset after its last record the checkpoint covers (same batch; copied by a salvage, so a source resumes there when checkpoint and journal are gone; absent in older stores) |
 //! | `state` | `n/sensors` | a `crate::records::sensors::SensorBook`: each sensor's last accepted event and declared gaps (same batch as the checkpoint; not salvaged, rebuilt as sensors send) |
 //! | `state` | `n/checkpoint_pos` | u64 BE: the checkpoint's journal position again (same batch), read by a salvage when `c/` does not decode |
+//! | `state` | `n/last_restart`, `n/last_recovery`, `n/starts` | u64 BE: the ledger sequences of the newest `Restart` and `Recovery`, and the journal positions of the last 16 starts, in the batch of those records (`ledger.rs`) |
 //! | `state` | `n/journal_next`, `n/decided_through` | u64 BE, written by a salvage (`salvage.rs`): positions below the first were used; the second, read only while there is no checkpoint, is the last position decided before the damage |
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord` |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |

@@ -402,3 +402,31 @@ fn source_positions_go_in_the_checkpoint_batch_and_an_old_store_has_none() {
     let s = open(tmp.path());
     assert_corrupt(s.startup_check().unwrap_err(), "state", "n/source/\\x00\\x01");
 }
+
+#[test]
+fn the_last_restart_recovery_and_start_positions_are_kept_beside_the_ledger() {
+    use crate::records::ledger::{LedgerEntry, LedgerRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(s.last_restart_and_recovery().unwrap(), None, "nothing kept yet: callers walk");
+    assert!(s.start_positions().is_empty());
+    let restart = |journal_next| {
+        let e = LedgerEntry::Restart { checkpoint_pos: 0, journal_next, outbox_pending: 0 };
+        LedgerRecord::new(journal_next as i64, e)
+    };
+    let recovery = LedgerRecord::new(
+        7,
+        LedgerEntry::Recovery { what: "w".into(), moved_to: None, lost: "l".into(), salvage: None },
+    );
+    s.append_ledger(&[recovery.clone(), restart(1)]).unwrap();
+    for p in 2..=20 {
+        s.append_ledger(&[restart(p * 10)]).unwrap();
+    }
+    let (r, v) = s.last_restart_and_recovery().unwrap().unwrap();
+    assert_eq!(r, Some(restart(200)));
+    assert_eq!(v, Some(recovery));
+    assert_eq!(s.start_positions(), (5..=20).map(|p| p * 10).collect::<Vec<u64>>());
+    drop(s);
+    let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(s.start_positions().len(), 16, "durable");
+}

@@ -76,11 +76,15 @@ pub fn outbox_depth(view: &View<'_>) -> Result<OutboxDepth, AuditError> {
     Ok(outbox)
 }
 
-/// The newest `Restart` and `Recovery` records, walking the ledger back from its end (a start
-/// ledgers its recovery just before its restart; the walk stops once both are found).
+/// The newest `Restart` and `Recovery` records: by the sequences the store keeps for them, or on
+/// a store written before it kept them, walking the ledger back from its end (until both are
+/// found).
 pub fn last_restart_and_recovery(
     store: &Store,
 ) -> Result<(Option<LedgerRecord>, Option<LedgerRecord>), AuditError> {
+    if let Some(found) = store.last_restart_and_recovery()? {
+        return Ok(found);
+    }
     let (mut last_restart, mut last_recovery) = (None, None);
     for r in store.ledger_back() {
         let (_, rec) = r?;

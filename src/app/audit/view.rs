@@ -164,7 +164,7 @@ impl View<'_> {
             }
             View::Daemon(d) => {
                 let mut s = d.store.write();
-                let pos = s.append_journal_from(&[(at, origin, line.clone())])?.start;
+                let pos = s.append_journal_from(&[(at, origin, line)])?.start;
                 let s = parking_lot::RwLockWriteGuard::downgrade(s);
                 s.commit()?;
                 drop(s);
