@@ -91,12 +91,12 @@ impl Telemetry {
         self.metrics.observe_journal_commit(seconds.max(0.0));
     }
 
-    /// Each machine's latest watermark.
     /// Outbox records removed per second over the last 30 s, as of the last look.
     pub fn drain_rate(&self) -> f64 {
         f64::from_bits(self.drain_rate.load(Ordering::Relaxed))
     }
 
+    /// Each machine's latest watermark.
     pub(super) fn watermarks(&self) -> BTreeMap<String, i64> {
         self.watermarks.lock().map(|w| w.clone()).unwrap_or_default()
     }

@@ -347,7 +347,7 @@ impl Families {
         );
         r.register(
             "quarantine_bytes",
-            "Original bytes of the records kept in quarantine now",
+            "Bytes the records kept in quarantine take in the store (original bytes and reason)",
             f.quarantine_bytes.clone(),
         );
         r.register(

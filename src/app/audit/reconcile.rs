@@ -355,18 +355,22 @@ pub fn reconcile(
         for g in &r.gaps {
             let what = match &g.status {
                 GapStatus::Delayed { behind_ms } => format!(
-                    "delayed (still coming: {behind_ms} ms behind, within allowed lateness)"
+                    "delayed (still coming: {} behind, within allowed lateness)",
+                    super::status::words(*behind_ms)
                 ),
                 GapStatus::Missing { reason } => format!("missing (declared: {reason})"),
                 GapStatus::Undeclared { behind_ms } => {
-                    format!("MISSING AND UNDECLARED ({behind_ms} ms behind, past allowed lateness)")
+                    format!(
+                        "MISSING AND UNDECLARED ({} behind, past allowed lateness)",
+                        super::status::words(*behind_ms)
+                    )
                 }
             };
-            writeln!(
-                out,
-                "  gap {}/{} seq {}..={}: {what}",
-                g.machine, g.sensor, g.from_seq, g.to_seq
-            )?;
+            let seqs = match g.to_seq - g.from_seq {
+                0 => format!("seq {}", g.from_seq),
+                _ => format!("seqs {} to {}", g.from_seq, g.to_seq),
+            };
+            writeln!(out, "  gap {}/{} {seqs}: {what}", g.machine, g.sensor)?;
         }
         for g in &r.sample_gaps {
             writeln!(
