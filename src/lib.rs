@@ -20,6 +20,7 @@
 )]
 
 pub mod app;
+pub mod capture;
 pub mod clock;
 pub mod config;
 pub mod control;
@@ -39,3 +40,4 @@ pub mod synth;
 pub mod telemetry;
 pub mod timefmt;
 pub mod trace;
+pub mod whatif;

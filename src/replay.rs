@@ -71,9 +71,25 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
     config: &Config,
     input: I,
     sinks: &mut Sinks<A, R>,
+    progress: impl FnMut(u64),
+) -> std::io::Result<Summary> {
+    replay_switching(config, &[], input, sinks, progress)
+}
+
+/// [`replay`] with the rule switched: from line `switches[i].0` on (1-based, counting every
+/// line of the input; the first line decided at or after it), the configuration
+/// `switches[i].1` decides, continuing from the state decided so far, exactly as the daemon does
+/// when it starts with another rule than its checkpoint's (docs/decisions.md, "Rule versions").
+/// `switches` in line order.
+pub fn replay_switching<I: BufRead + Send, A: Write, R: Write>(
+    config: &Config,
+    switches: &[(u64, Config)],
+    input: I,
+    sinks: &mut Sinks<A, R>,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Summary> {
     let mut decider = Decider::new(config);
+    let mut switches = switches.iter().peekable();
     let mut alerts = Vec::new();
     let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<Parsed>, u64)>>(4);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Parsed>>();
@@ -82,6 +98,10 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
         for batch in rx {
             let (batch, bytes) = batch?;
             for p in &batch {
+                while let Some((_, c)) = switches.next_if(|(line, _)| *line <= p.line_no) {
+                    decider = Decider::restore(c, &decider.snapshot())
+                        .map_err(|e| std::io::Error::other(format!("switching the rule: {e}")))?;
+                }
                 let result = decider.line(&p.result, &mut alerts);
                 let derived = decider.take_rejected_derived();
                 if let Some(sink) = sinks.rejected.as_mut() {

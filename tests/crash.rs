@@ -2,8 +2,9 @@
 //! SIGKILL at every named failpoint (`LINEGATE_KILL_AT=point:nth`, the `failpoints` feature) and
 //! at random moments, restarted until a run ends by itself, then checked: `linegate reconcile`
 //! passes, and against `linegate replay` of the same trace the accepted event ids are equal
-//! (none lost, none ledgered twice), and the alert records are equal as a set of
-//! `(alert_id, revision, content)` (archive and ledger alike).
+//! (none lost, none ledgered twice), the alert records are equal as a set of
+//! `(alert_id, revision, content)` (archive and ledger alike), and `export` of the history is
+//! the trace, line for line.
 //!
 //! `LINEGATE_CRASH_KILLS=N` (default 50) sets how many kills at least; `LINEGATE_CRASH_SEED`
 //! the seed of the random choices (printed).
@@ -224,10 +225,23 @@ fn reference(trace: &Path, config: &Path, dir: &Path) -> (BTreeSet<String>, BTre
     (accepted, alerts, rejected)
 }
 
-/// Checks the store of a finished round against replay.
-fn check(config: &Path, want: &(BTreeSet<String>, BTreeSet<String>, u64), round: usize) {
+/// Checks the store of a finished round against replay, and its history against the trace:
+/// `export` writes every line of the trace once, in order, however often the daemon was killed
+/// (so `replay` of the export decides what replay of the trace does: the archive, checked below).
+fn check(
+    config: &Path,
+    trace: &Path,
+    want: &(BTreeSet<String>, BTreeSet<String>, u64),
+    round: usize,
+) {
     eprintln!("round {round}: checking the store");
     reconciled(&["reconcile"], config);
+    let exported = cli(&["export"], config);
+    assert!(
+        exported == std::fs::read_to_string(trace).unwrap(),
+        "round {round}: the export of the history is not the trace ({} lines)",
+        exported.lines().count()
+    );
     let mut accepted = BTreeMap::<String, u32>::new();
     let mut alert_keys = BTreeSet::new();
     let mut quarantined = 0;
@@ -318,7 +332,7 @@ fn sigkill_at_every_failpoint_and_at_random_loses_and_doubles_nothing() {
                 End::Exited => break,
             }
         }
-        check(&config, &want, round);
+        check(&config, &trace, &want, round);
         if !forward {
             // Nothing was acknowledged: the raw frames are still queued, in segment files.
             let raw = rdir.join("db").join(linegate::store::RAW_DIR);

@@ -408,7 +408,7 @@ fn alert_service_outage() {
 /// readable is salvaged into a fresh one; the decide stage re-derives the rule state from the
 /// salvaged journal (`linegate_records_total` climbs again from 0: replay progress), the backlog
 /// drains, and a `recovery` record says what was kept. (An input whose every line already left
-/// the journal resumes from its kept position: `lost_checkpoint_with_an_empty_journal`.)
+/// the journal's history resumes from its kept position: `lost_checkpoint_with_an_empty_journal`.)
 #[test]
 fn lost_checkpoint() {
     // One sensor's raw samples, a block a second at 100 Hz: RMS 0.9 g from 290 to 320 s.
@@ -491,8 +491,8 @@ fn damage_found_while_running() {
     assert!(report.contains("1 lost to a damaged store"), "{report}");
 }
 
-/// The checkpoint is lost after everything was decided and acknowledged, so the journal is empty
-/// too: the trace source resumes from its position kept beside the checkpoint (`n/source/0`,
+/// The checkpoint is lost after everything was decided and acknowledged and the history expired,
+/// so the journal is empty too: the trace source resumes from its position kept beside the checkpoint (`n/source/0`,
 /// salvaged), not from its start, and no event is accepted twice.
 #[test]
 fn lost_checkpoint_with_an_empty_journal() {
@@ -504,7 +504,15 @@ fn lost_checkpoint_with_an_empty_journal() {
     support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
     let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], &stage.config)).unwrap();
     let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
-    assert_eq!(db.open_tree("journal").unwrap().len(), 0, "the journal is empty: {inspect}");
+    // The history holds every line; it expires as after `[store] history` with nothing new (the
+    // decide stage's truncation: the start moved past every record, the records removed).
+    let journal = db.open_tree("journal").unwrap();
+    let decided = inspect["checkpoint"].as_u64().unwrap();
+    assert_eq!(journal.len() as u64, decided, "the history holds every line: {inspect}");
+    journal.clear().unwrap();
+    let start = (decided + 1).to_be_bytes();
+    db.open_tree("state").unwrap().insert("n/journal_start", &start[..]).unwrap();
+    drop(journal);
     db.open_tree("state").unwrap().insert("c/", &b"\x09broken"[..]).unwrap();
     db.flush().unwrap();
     drop(db);

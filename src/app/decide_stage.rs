@@ -34,6 +34,12 @@ pub(super) struct DecideStage {
     /// The last journal position decided.
     last_pos: u64,
     commit_records: usize,
+    /// `[store] history`: decided records younger than this (by ingest time) stay in the
+    /// journal as history (`store/history.rs`).
+    history_ms: i64,
+    /// The last floor handed to the store: positions below it are decided, checkpointed and
+    /// referenced by no queued outbox record.
+    floor: u64,
     commit_interval_ms: i64,
     outbox_grew: Arc<Notify>,
     /// Outbox records below this sequence hold no pending `Samples` reference (scanned before).
@@ -130,6 +136,8 @@ impl DecideStage {
             pending: Pending::default(),
             last_pos,
             commit_records: config.store.commit_records,
+            history_ms: config.store.history_ms,
+            floor: 0,
             commit_interval_ms: config.store.commit_interval_ms,
             outbox_grew,
             samples_scan_from: 1,
@@ -360,14 +368,22 @@ impl DecideStage {
         let start = store.journal_start();
         drop(store);
         crate::app::failpoint!("app::decide::after_checkpoint");
-        // The exclusive lock only when a truncation is due (retention may have moved the start
-        // meanwhile: it is read again).
-        if last || self.last_pos + 1 >= start + self.commit_records as u64 {
+        // The exclusive lock only when a truncation is due: a batch's worth decided since the
+        // floor was last set (retention may have moved the start meanwhile: it is read again).
+        if last || self.last_pos + 1 >= start.max(self.floor) + self.commit_records as u64 {
             let mut store = lock(&shared);
-            let start = store.journal_start();
             let oldest = self.oldest_referenced(&store)?;
-            let keep = oldest.map_or(self.last_pos + 1, |p| p.min(self.last_pos + 1));
-            if keep > start {
+            let floor = oldest.map_or(self.last_pos + 1, |p| p.min(self.last_pos + 1));
+            self.floor = floor;
+            store.set_history_floor(floor);
+            // History: what is older than the horizon goes (docs/contracts.md section 11).
+            let keep = match self.last_at {
+                Some(at) => {
+                    store.journal_history_start(at.saturating_sub(self.history_ms), floor)?
+                }
+                None => store.journal_start(),
+            };
+            if keep > store.journal_start() {
                 store.truncate_journal_before(keep)?;
             }
         }

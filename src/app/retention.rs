@@ -11,7 +11,8 @@
 //! - frames of a machine that end after its watermark minus the rule window and the allowed
 //!   lateness: events there can still join an incident (late ones included).
 //!
-//! The same check first prunes the ledger's and the alert archive's history ([`prune`]).
+//! The same check first prunes the ledger's and the alert archive's history ([`prune`]), and
+//! over the budget trims the input's history (`store/history.rs`) before it sheds any frame.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,8 +103,25 @@ pub(super) fn enforce(
     // A batch at a time, the lock released between them, until the history is caught up.
     while prune(&mut lock(store), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
     let mut s = lock(store);
-    if s.disk_usage()? <= max {
+    let size = s.disk_usage()?;
+    if size <= max {
         return Ok(None);
+    }
+    // History first: input already decided and delivered (store/history.rs).
+    let trim = s.trim_history(size - crate::store::low_water(max))?;
+    if trim.records > 0 {
+        tracing::info!(
+            size,
+            max_bytes = max,
+            records = trim.records,
+            bytes = trim.bytes,
+            history_start = trim.start,
+            "retention: over budget, trimmed the oldest history"
+        );
+        telemetry.metrics.history_trimmed(trim.records);
+        if s.disk_usage()? <= max {
+            return Ok(None);
+        }
     }
     let keep_ms = config.rule.window_ms.saturating_add(config.time.allowed_lateness_ms);
     let evidence = Evidence::new(&archived_alerts(&s)?, &telemetry.watermarks(), keep_ms);

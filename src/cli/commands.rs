@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use linegate::config::{Config, SourceConfig};
 use linegate::control::protocol::Command;
-use linegate::replay::{replay, Sinks};
+use linegate::replay::{replay, replay_switching, Sinks};
 
 use super::Forward;
 
@@ -78,24 +78,191 @@ pub(crate) fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
 /// Runs an audit command: through the running daemon's control socket when one answers, on the
 /// store opened directly otherwise; the same output either way. Exits with the command's status.
 pub(crate) fn audit(config: &Path, command: Command) -> Result<(), Error> {
+    audit_to(config, command, None)
+}
+
+/// [`audit`] with its output in file `out` (created or truncated) instead of standard output.
+pub(crate) fn audit_to(config: &Path, command: Command, out: Option<&Path>) -> Result<(), Error> {
     use std::io::Write;
     let c = Config::load(config)?;
-    let socket = linegate::control::socket_path(&c);
-    let mut out = std::io::stdout().lock();
-    let code = match linegate::control::client::connect(&socket)? {
-        Some(stream) => linegate::control::client::ask(stream, &socket, command, &mut out)?,
-        None => {
-            let mut store = linegate::app::audit::open(&c.store.path, &socket)?;
-            let mut view = linegate::app::audit::view::View::Own(&mut store);
-            linegate::control::run(&mut view, &c, None, &command, &mut out)?
-        }
+    let mut out: Box<dyn Write> = match out {
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+        Some(path) => Box::new(create(path)?),
     };
+    let code = ask_or_open(&c, command, &mut out)?;
     out.flush()?;
     if code == 0 {
         Ok(())
     } else {
         std::process::exit(i32::from(code))
     }
+}
+
+/// Runs `command` through the running daemon's control socket when one answers, on the store
+/// opened directly otherwise; returns its exit status.
+fn ask_or_open(c: &Config, command: Command, out: &mut dyn std::io::Write) -> Result<u8, Error> {
+    let socket = linegate::control::socket_path(c);
+    Ok(match linegate::control::client::connect(&socket)? {
+        Some(stream) => linegate::control::client::ask(stream, &socket, command, out)?,
+        None => {
+            let mut store = linegate::app::audit::open(&c.store.path, &socket)?;
+            let mut view = linegate::app::audit::view::View::Own(&mut store);
+            linegate::control::run(&mut view, c, None, &command, out)?
+        }
+    })
+}
+
+/// `linegate whatif`: the history exported (through the daemon when one runs), replayed under
+/// `config`'s rule, its incidents compared with the gateway's archived ones.
+pub(crate) fn whatif(
+    config: &Path,
+    span: linegate::app::audit::export::Span,
+    out: Option<&Path>,
+    json: bool,
+) -> Result<(), Error> {
+    use linegate::rule::alert::AlertRecord;
+    use linegate::whatif::{incidents, Report};
+    use std::io::{BufRead, Write};
+    let c = Config::load(config)?;
+    let dir = tempfile::tempdir()?;
+    let trace = dir.path().join("history.jsonl");
+    let machine = span.machine.clone();
+    {
+        let mut w = create(&trace)?;
+        ask_or_open(&c, Command::Export { span }, &mut w)?;
+        w.flush()?;
+    }
+    let mut archive = Vec::new();
+    ask_or_open(&c, Command::Dump { what: "alerts".into() }, &mut archive)?;
+    // The span the export covers, by ingest time.
+    let (mut first, mut last, mut records) = (None, None, 0u64);
+    for line in BufReader::new(File::open(&trace)?).split(b'\n') {
+        if let Ok(l) = linegate::trace::parse::parse_line(&line?) {
+            first = first.or(Some(l.at));
+            last = Some(l.at);
+        }
+        records += 1;
+    }
+    let mut alerts = Vec::new();
+    let mut sinks = Sinks { alerts: &mut alerts, rejected: None::<std::io::Sink> };
+    replay(&c, BufReader::new(File::open(&trace)?), &mut sinks, |_| {})?;
+    let parse = |bytes: &[u8]| -> Result<Vec<AlertRecord>, Error> {
+        let lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+        Ok(lines.map(serde_json::from_slice).collect::<Result<_, _>>()?)
+    };
+    let within = |i: &linegate::whatif::Incident| {
+        first.is_some_and(|f| i.first_decided_at_ms >= f)
+            && last.is_some_and(|l| i.first_decided_at_ms <= l)
+            && machine.as_ref().is_none_or(|m| &i.machine == m)
+    };
+    let archived = parse(&archive)?;
+    let gateway: Vec<_> = incidents(&archived).into_iter().filter(within).collect();
+    let decided = parse(&alerts)?;
+    let candidate = incidents(&decided);
+    if let Some(path) = out {
+        let mut f = create(path)?;
+        f.write_all(&alerts)?;
+        f.flush()?;
+    }
+    let version = linegate::config::rule_version::rule_version(&c);
+    let report = Report::new((first, last, records), &gateway, &candidate, version);
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut stdout, &report)?;
+        writeln!(stdout)?;
+    } else {
+        report.write_text(&mut stdout)?;
+    }
+    Ok(())
+}
+
+/// `linegate capture`: subscribes until `duration` has passed or a signal comes, then writes the
+/// trace (and the gap notices).
+pub(crate) fn capture(
+    config: &Path,
+    out: &Path,
+    duration: Option<std::time::Duration>,
+    gaps: Option<&Path>,
+    client_id: Option<String>,
+) -> Result<(), Error> {
+    use linegate::capture::{client, Capture};
+    use std::io::Write;
+    let c = Config::load(config)?;
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+    let mqtt = linegate::forward::ForwarderConfig::from_config(&c, credentials.as_deref())?;
+    let client_id = client_id.unwrap_or_else(|| format!("{}-capture", mqtt.client_id));
+    let opts = client::CaptureOptions { mqtt, client_id };
+    // Check that the files can be written before capturing for hours.
+    let mut trace = create(out)?;
+    let mut gap_file = gaps.map(create).transpose()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut cap = Capture::default();
+    let mut shown = (usize::MAX, usize::MAX);
+    rt.block_on(async {
+        let stop = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let term = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let timer = async {
+                match duration {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = term => {}
+                () = timer => {}
+            }
+        };
+        let progress = |c: &Capture| {
+            if (c.events(), c.gaps()) != shown {
+                shown = (c.events(), c.gaps());
+                eprintln!(
+                    "capture: {} events, {} gaps ({} publishes)",
+                    shown.0, shown.1, c.publishes
+                );
+            }
+        };
+        client::run(&opts, &mut cap, stop, progress, |n| eprintln!("capture: {n}")).await;
+    });
+    let lines = cap.trace(&mut trace)?;
+    trace.flush()?;
+    if let Some(f) = gap_file.as_mut() {
+        cap.gap_lines(f)?;
+        f.flush()?;
+    }
+    for u in &cap.undecodable {
+        eprintln!("capture: not read: {u}");
+    }
+    eprintln!(
+        "capture: wrote {lines} events to {} ({} gap notices, {} payloads not read)",
+        out.display(),
+        cap.gaps(),
+        cap.undecodable.len()
+    );
+    Ok(())
+}
+
+/// A time on the command line: RFC 3339 (`2026-01-01T00:00:00Z`, `2026-01-01 00:00:00`) or Unix
+/// milliseconds.
+pub(crate) fn parse_time(s: &str) -> Result<i64, String> {
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
+        format!("{s:?} is not a time: give RFC 3339 (2026-01-01T00:00:00Z) or Unix ms ({e})")
+    })?;
+    let ms =
+        t.duration_since(std::time::UNIX_EPOCH).map_err(|_| format!("{s:?} is before 1970"))?;
+    i64::try_from(ms.as_millis()).map_err(|_| format!("{s:?} is too far in the future"))
 }
 
 /// `linegate status`: once, or every second on a terminal until interrupted (`--once` prints
@@ -157,14 +324,36 @@ pub(crate) fn create(path: &Path) -> Result<BufWriter<File>, Error> {
     Ok(BufWriter::with_capacity(1 << 16, f))
 }
 
+/// The optional files of `linegate replay`.
+pub(crate) struct Replay<'a> {
+    pub summary: Option<&'a Path>,
+    pub rejected: Option<&'a Path>,
+}
+
+/// `--switch-config LINE=FILE` values: the line and the loaded configuration, in line order.
+fn switches(values: &[String]) -> Result<Vec<(u64, Config)>, Error> {
+    let mut out = Vec::new();
+    for v in values {
+        let bad =
+            || format!("--switch-config {v:?}: give LINE=FILE, LINE a trace line number from 1");
+        let (line, file) = v.split_once('=').ok_or_else(bad)?;
+        let line: u64 = line.trim().parse().ok().filter(|&l| l >= 1).ok_or_else(bad)?;
+        out.push((line, Config::load(Path::new(file))?));
+    }
+    out.sort_by_key(|(line, _)| *line);
+    Ok(out)
+}
+
 pub(crate) fn run_replay(
     trace: &Path,
     config: &Path,
     out: &Path,
-    summary: Option<&Path>,
-    rejected: Option<&Path>,
+    files: Replay<'_>,
+    switch_config: &[String],
 ) -> Result<(), Error> {
+    let Replay { summary, rejected } = files;
     let config = Config::load(config)?;
+    let switches = switches(switch_config)?;
     let input = open(trace)?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
     let input = BufReader::with_capacity(1 << 20, input);
@@ -178,7 +367,7 @@ pub(crate) fn run_replay(
         }
         bar
     });
-    let s = replay(&config, input, &mut sinks, |done| {
+    let s = replay_switching(&config, &switches, input, &mut sinks, |done| {
         if let Some(bar) = &bar {
             bar.set_position(done);
         }

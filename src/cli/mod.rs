@@ -46,6 +46,10 @@ enum Command {
         /// Every rejected record with its line, reason and raw bytes, as JSON Lines.
         #[arg(long)]
         rejected: Option<PathBuf>,
+        /// `LINE=FILE`: from trace line LINE on, FILE's configuration decides, continuing from
+        /// the state decided so far (as the daemon at a restart with another rule). Repeatable.
+        #[arg(long, value_name = "LINE=FILE")]
+        switch_config: Vec<String>,
     },
     /// Check a configuration file and print what it means.
     CheckConfig { config: PathBuf },
@@ -121,6 +125,50 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Write the gateway's retained input (`[store] history`) as a trace: `replay` of it decides
+    /// what the gateway decided.
+    Export {
+        #[arg(long)]
+        config: PathBuf,
+        #[command(flatten)]
+        span: SpanArgs,
+        /// Write the trace here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// What another rule would have decided about the history: the history decided again under
+    /// CONFIG's rule (without touching the running daemon), its incidents compared with the
+    /// gateway's (added, removed, onset or end moved).
+    Whatif {
+        /// The configuration with the other rule (its [store] and [control] find the gateway).
+        #[arg(long)]
+        config: PathBuf,
+        #[command(flatten)]
+        span: SpanArgs,
+        /// Write the other rule's alert records here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Subscribe to a gateway's `events/#` and `gaps/#` on its broker and write a trace of what
+    /// arrives (each event once, in ingest order): `replay` of it decides the gateway's incidents.
+    Capture {
+        /// The gateway's configuration: its [mqtt] broker, prefix and gateway id.
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Stop after this long (`30s`, `2h`); otherwise at SIGINT or SIGTERM.
+        #[arg(long = "for", value_parser = humantime::parse_duration)]
+        duration: Option<std::time::Duration>,
+        /// Also write the gap notices received here, one JSON object per line.
+        #[arg(long)]
+        gaps: Option<PathBuf>,
+        /// The MQTT client id (its persistent session); default `{gateway client id}-capture`.
+        #[arg(long)]
+        client_id: Option<String>,
+    },
     /// Turn a captured `samples/...` MQTT payload (docs/samples-encoding.md) into JSON Lines: a
     /// header, then one `{"i", "t_ms", "v"}` per sample.
     Decode { file: PathBuf },
@@ -138,6 +186,30 @@ enum Command {
     },
 }
 
+/// Which part of the history `export` and `whatif` take.
+#[derive(clap::Args)]
+struct SpanArgs {
+    /// Records ingested at or after this time (RFC 3339, or Unix ms).
+    #[arg(long, value_parser = parse_time)]
+    from: Option<i64>,
+    /// Records ingested before this time (RFC 3339, or Unix ms).
+    #[arg(long, value_parser = parse_time)]
+    to: Option<i64>,
+    /// Only this machine's records (and ticks).
+    #[arg(long)]
+    machine: Option<String>,
+}
+
+impl SpanArgs {
+    fn span(self) -> linegate::app::audit::export::Span {
+        linegate::app::audit::export::Span {
+            from_ms: self.from,
+            to_ms: self.to,
+            machine: self.machine,
+        }
+    }
+}
+
 /// `linegate run --forward`: where the outbox goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Forward {
@@ -152,8 +224,9 @@ pub(crate) fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _scenario = kill_at::setup();
     let result = match cli.command {
-        Command::Replay { trace, config, out, summary, rejected } => {
-            run_replay(&trace, &config, &out, summary.as_deref(), rejected.as_deref())
+        Command::Replay { trace, config, out, summary, rejected, switch_config } => {
+            let files = Replay { summary: summary.as_deref(), rejected: rejected.as_deref() };
+            run_replay(&trace, &config, &out, files, &switch_config)
         }
         #[cfg(feature = "demo")]
         Command::Demo { quick, trace } => demo(quick, trace),
@@ -172,6 +245,15 @@ pub(crate) fn main() -> ExitCode {
         Command::Inspect { config, json } => audit(&config, Ask::Inspect { json }),
         Command::Status { config, json, once } => status(&config, json, once),
         Command::Dump { what, config } => audit(&config, Ask::Dump { what }),
+        Command::Export { config, span, out } => {
+            audit_to(&config, Ask::Export { span: span.span() }, out.as_deref())
+        }
+        Command::Whatif { config, span, out, json } => {
+            whatif(&config, span.span(), out.as_deref(), json)
+        }
+        Command::Capture { config, out, duration, gaps, client_id } => {
+            capture(&config, &out, duration, gaps.as_deref(), client_id)
+        }
         Command::Decode { file } => decode(&file),
         Command::Probe { config, seconds, json } => probe(&config, seconds, json),
     };

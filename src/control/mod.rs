@@ -1,6 +1,6 @@
 //! The control socket (docs/contracts.md section 11, docs/operations.md "The control socket"): a
 //! Unix domain socket on which the running daemon answers `inspect`, `status`, `explain`,
-//! `reconcile`, `quarantine` and `dump`, so that a person at the gateway sees and audits it
+//! `reconcile`, `quarantine`, `dump` and `export`, so that a person at the gateway sees and audits it
 //! without stopping it. [`protocol`] is the wire format (pure), [`server`] the daemon's side,
 //! [`client`] the CLI's.
 
@@ -43,5 +43,6 @@ pub fn run(
         Command::Reconcile { json } => audit::reconcile::reconcile(view, config, *json, out),
         Command::Quarantine { action } => action.run(view, out),
         Command::Dump { what } => audit::dump(view, what, out),
+        Command::Export { span } => audit::export::run(view, span, out),
     }
 }

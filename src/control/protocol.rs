@@ -27,6 +27,7 @@ pub enum Command {
     Reconcile { json: bool },
     Quarantine { action: Action },
     Dump { what: String },
+    Export { span: crate::app::audit::export::Span },
 }
 
 impl Command {
@@ -44,6 +45,7 @@ impl Command {
             Command::Reconcile { .. } => "reconcile",
             Command::Quarantine { .. } => "quarantine",
             Command::Dump { .. } => "dump",
+            Command::Export { .. } => "export",
         }
     }
 }

@@ -71,6 +71,7 @@ pub mod archive;
 mod error;
 mod fsync;
 mod gaps;
+mod history;
 mod journal;
 mod ledger;
 mod marker;
@@ -90,6 +91,7 @@ use std::sync::{Arc, Mutex};
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;
+pub use history::{HistoryRecord, HistoryTrim};
 pub use journal::{JournalRecord, Origin};
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_read::OutboxScan;
@@ -156,6 +158,10 @@ pub struct Store {
     next_ledger: u64,
     /// The journal position of the last checkpoint (0 when there is none).
     checkpoint_pos: u64,
+    /// Journal records below this are history only: decided, checkpointed and referenced by no
+    /// queued outbox record (set by the decide stage, [`Store::set_history_floor`]; 0, nothing
+    /// trimmable, until it does after a start).
+    history_floor: u64,
     /// Appends since the last commit.
     dirty: AtomicBool,
     /// `state` writes applied since the last commit: acknowledgements
@@ -209,6 +215,7 @@ impl Store {
             next_outbox: 1,
             next_ledger: 1,
             checkpoint_pos: 0,
+            history_floor: 0,
             dirty: AtomicBool::new(false),
             state_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),

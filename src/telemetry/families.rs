@@ -87,6 +87,7 @@ pub(super) struct Families {
     pub(super) clock_state: Family<StateLabel, Gauge>,
     pub(super) sensor_overruns: Family<SensorLabel, Counter>,
     pub(super) ledger_pruned: Counter,
+    pub(super) history_trimmed: Counter,
     pub(super) sensor_last_event: Family<MachineSensorLabel, FloatGauge>,
     pub(super) sensor_state: Family<SensorStateLabel, Gauge>,
     pub(super) gaps_declared: Family<ReasonLabel, Counter>,
@@ -153,6 +154,7 @@ impl Families {
             clock_state: Family::default(),
             sensor_overruns: Family::default(),
             ledger_pruned: Counter::default(),
+            history_trimmed: Counter::default(),
             sensor_last_event: Family::default(),
             sensor_state: Family::default(),
             gaps_declared: Family::default(),
@@ -314,6 +316,11 @@ impl Families {
             "ledger_pruned_records",
             "Ledger records older than [store] history folded into the pruned summary",
             f.ledger_pruned.clone(),
+        );
+        r.register(
+            "history_trimmed_records",
+            "Journal records of the input's history removed early to keep [store] max_bytes",
+            f.history_trimmed.clone(),
         );
         r.register(
             "sensor_last_event_timestamp_seconds",

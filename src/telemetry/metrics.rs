@@ -320,6 +320,11 @@ impl Metrics {
         self.inner.families.ledger_pruned.inc_by(n);
     }
 
+    /// History records retention trimmed to keep the budget (`store/history.rs`).
+    pub fn history_trimmed(&self, n: u64) {
+        self.inner.families.history_trimmed.inc_by(n);
+    }
+
     /// A request on the control socket ended with `outcome` (ok, failed, malformed, busy,
     /// timeout).
     pub fn control_request(&self, outcome: &str) {

@@ -54,6 +54,14 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A trace line carrying one good, synced event of `machine`/`sensor` with `seq`, event time
+/// `ts` and value `value` (accel_rms in g), ingested at `at`.
+pub fn event_line(machine: &str, sensor: &str, seq: i64, ts: i64, value: f64, at: i64) -> String {
+    format!(
+        r#"{{"at":{at},"kind":"event","event":{{"event_id":"{machine}.{sensor}.{seq}","machine":"{machine}","sensor":"{sensor}","seq":{seq},"ts_ms":{ts},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":{value}}}}}"#
+    )
+}
+
 /// The sections a trace-fed daemon's configuration ends with: `[store]` at `store` (with `extra`
 /// store keys), `[metrics]` on loopback `port`, and one trace source reading `trace` at `speed`.
 pub fn trace_daemon_sections(

@@ -1,10 +1,12 @@
-//! The audit commands: `quarantine`, `explain`, `reconcile`, `inspect`, `status`, `dump`. Each
+//! The audit commands: `quarantine`, `explain`, `reconcile`, `inspect`, `status`, `dump`,
+//! `export`. Each
 //! works on a [`view::View`]: the store opened directly when no daemon holds it (sled's file lock:
 //! one process at a time), or the running daemon's store through the control socket
 //! (`crate::control`). Each writes its output to the writer it is given and returns its exit
 //! status, so the answers are the same either way.
 
 pub mod explain;
+pub mod export;
 pub mod inspect;
 pub mod quarantine;
 pub mod reconcile;
