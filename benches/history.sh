@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The input's history (issue 21): HOURS of events of 8 sensors (4 machines x 2, one event per
-# sensor and second, `gen_trace`) through `linegate run --exit-at-end --forward local-ack`,
-# side by side with `[store] history` at its least (10m, the allowed lateness: about what the
-# store kept before history existed) and at 24h. Prints per run the store's size (whole, and
-# outside raw/), then, on the 24h store: `export` of the whole history (lines/s, median of
-# RUNS) and `whatif` under another threshold (median of RUNS).
-# usage: benches/history.sh [HOURS=24] [RUNS=5]
+# sensor and second, `gen_trace`) through `linegate run --exit-at-end --forward local-ack`
+# with `[store] history = "24h"`, side by side with the same run by OLD_BIN (a linegate built
+# before the journal kept history: `git worktree add ../old 7a3bdfd` and a release build there)
+# when it is set. Prints per run the store's size (whole, and outside raw/), then, on this
+# build's store: `export` of the whole history (lines/s, median of RUNS) and `whatif` under
+# another threshold (median of RUNS).
+# usage: [OLD_BIN=../old/target/release/linegate] benches/history.sh [HOURS=24] [RUNS=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOURS=${1:-24}
@@ -23,15 +24,18 @@ trap 'rm -rf "$WORK"' EXIT
 lines=$(wc -l < "$WORK/t.jsonl")
 echo "trace: $lines lines, $(du -sb "$WORK/t.jsonl" | cut -f1) bytes"
 
-for hist in 10m 24h; do
-    trace_config "$WORK/s-$hist" "$WORK/t.jsonl" 0.0 "history = \"$hist\"" > "$WORK/$hist.toml"
+one() { # one NAME BIN
+    trace_config "$WORK/s-$1" "$WORK/t.jsonl" 0.0 'history = "24h"' > "$WORK/$1.toml"
+    local t0 t1 all raw
     t0=$(date +%s.%N)
-    "$BIN" run --exit-at-end --forward local-ack --config "$WORK/$hist.toml" 2> "$WORK/$hist.log"
+    "$2" run --exit-at-end --forward local-ack --config "$WORK/$1.toml" 2> "$WORK/$1.log"
     t1=$(date +%s.%N)
-    all=$(du -sb "$WORK/s-$hist" | cut -f1)
-    raw=$(du -sb "$WORK/s-$hist/raw" 2> /dev/null | cut -f1 || echo 0)
-    echo "history $hist: store $all bytes, outside raw/ $((all - raw)) bytes; run $(python3 -c "print(f'{$t1 - $t0:.1f}')") s"
-done
+    all=$(du -sb "$WORK/s-$1" | cut -f1)
+    raw=$(du -sb "$WORK/s-$1/raw" 2> /dev/null | cut -f1 || echo 0)
+    echo "$1: store $all bytes, outside raw/ $((all - raw)) bytes; run $(python3 -c "print(f'{$t1 - $t0:.1f}')") s"
+}
+if [ -n "${OLD_BIN:-}" ]; then one before "$OLD_BIN"; rm -rf "$WORK/s-before"; fi
+one history "$BIN"
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 timed() { # timed COMMAND...: wall seconds
@@ -41,10 +45,11 @@ timed() { # timed COMMAND...: wall seconds
     t1=$(date +%s.%N)
     python3 -c "print($t1 - $t0)"
 }
-exp=$(for _ in $(seq "$RUNS"); do timed "$BIN" export --config "$WORK/24h.toml" --out "$WORK/export.jsonl"; done | median)
+exp=$(for _ in $(seq "$RUNS"); do timed "$BIN" export --config "$WORK/history.toml" --out "$WORK/export.jsonl"; done | median)
 n=$(wc -l < "$WORK/export.jsonl")
 echo "export: $n lines, median $(python3 -c "print(f'{$exp:.3f}')") s = $(python3 -c "print(f'{$n / $exp / 1e6:.2f}')")M lines/s"
-sed 's/^threshold = 0.9$/threshold = 0.8/' "$WORK/24h.toml" > "$WORK/whatif.toml"
+sed 's/^threshold = 0.9$/threshold = 0.8/' "$WORK/history.toml" > "$WORK/whatif.toml"
 wi=$(for _ in $(seq "$RUNS"); do timed "$BIN" whatif --config "$WORK/whatif.toml"; done | median)
 echo "whatif (threshold 0.9 -> 0.8): median $(python3 -c "print(f'{$wi:.3f}')") s"
-"$BIN" whatif --config "$WORK/whatif.toml" | head -4
+"$BIN" whatif --config "$WORK/whatif.toml" > "$WORK/whatif.txt"
+head -4 "$WORK/whatif.txt"

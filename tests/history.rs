@@ -101,6 +101,7 @@ fn history_keeps_its_horizon_and_export_writes_it_whole_or_by_time_and_machine()
     assert!(exported.iter().zip(&kept).all(|(a, b)| a == b), "the export is the trace's tail");
     let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], &config)).unwrap();
     assert!(inspect["journal_start"].as_u64().unwrap() > 1, "{inspect}");
+    assert_eq!(inspect["history_from_ms"], at(kept[0]), "{inspect}");
 
     // A time range (RFC 3339 and ms) and one machine, into a file.
     let (from, to) = (last - 300_000, last - 120_000);

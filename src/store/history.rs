@@ -11,7 +11,7 @@
 //!   queued for the broker ([`Store::trim_history`]): history is input already decided and
 //!   delivered, so trimming it loses nothing the gateway promised to deliver.
 
-use super::journal::{decode, decode_meta};
+use super::journal::{decode_meta, with_line};
 use super::{Result, Store, StoreError};
 use crate::store::JournalRecord;
 
@@ -35,6 +35,17 @@ impl Store {
     /// nothing is trimmable until the decide stage sets it again.
     pub fn set_history_floor(&mut self, floor: u64) {
         self.history_floor = floor.min(self.checkpoint_pos + 1);
+    }
+
+    /// The ingest time of the history's oldest record (`None` when the journal is empty).
+    pub fn history_from(&self) -> Result<Option<i64>> {
+        match self.journal.range(self.journal_start.to_be_bytes()..).next() {
+            None => Ok(None),
+            Some(kv) => {
+                let (k, v) = kv.map_err(self.sled_err("read first key of tree journal"))?;
+                Ok(Some(decode_meta(&self.path, &k, &v)?.at))
+            }
+        }
     }
 
     /// The first position in `[journal start, upto)` whose ingest time is at or after
@@ -107,7 +118,7 @@ impl Store {
             };
             match decode_meta(&self.path, &k, &v) {
                 Ok(m) if m.at < from_at || m.at >= to_at => None,
-                Ok(_) => Some(decode(&self.path, &self.segments, &k, &v)),
+                Ok(m) => Some(with_line(&self.path, &self.segments, &k, m)),
                 Err(e) => Some(Err(e)),
             }
         })

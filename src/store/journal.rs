@@ -158,7 +158,16 @@ pub(super) fn decode(
     key: &[u8],
     value: &[u8],
 ) -> Result<JournalRecord> {
-    let m = decode_meta(path, key, value)?;
+    with_line(path, segments, key, decode_meta(path, key, value)?)
+}
+
+/// A decoded journal value (of `key`) with its line read (from its segment when not inline).
+pub(super) fn with_line(
+    path: &Path,
+    segments: &Segments,
+    key: &[u8],
+    m: JournalMeta,
+) -> Result<JournalRecord> {
     let line = match m.body {
         Body::Inline(line) => line,
         Body::Segment(r) => segments.read(&r).map_err(|what| corrupt(path, JOURNAL, key, what))?,

@@ -23,6 +23,9 @@ pub type OutboxDepth = BTreeMap<&'static str, (u64, u64)>;
 pub struct Inspection {
     pub outbox: OutboxDepth,
     pub journal_start: u64,
+    /// Ingest time of the oldest record of the input's history (`[store] history`); null when
+    /// the journal is empty.
+    pub history_from_ms: Option<i64>,
     pub checkpoint: u64,
     pub journal_next: u64,
     /// Ledger records ever written (the next sequence − 1), pruned ones included.
@@ -107,6 +110,7 @@ pub fn gather(view: &View<'_>, config: &Config) -> Result<Inspection, AuditError
         Ok(Inspection {
             outbox: OutboxDepth::new(),
             journal_start: store.journal_start(),
+            history_from_ms: store.history_from()?,
             checkpoint: store.checkpoint_pos(),
             journal_next: store.next_journal_pos(),
             ledger_records: store.next_ledger_seq() - 1,
@@ -148,6 +152,14 @@ pub fn inspect(
         "  journal           start {}, checkpoint {}, next {}",
         i.journal_start, i.checkpoint, i.journal_next
     )?;
+    if let Some(from) = i.history_from_ms {
+        let span = i.checkpoint.saturating_add(1).saturating_sub(i.journal_start);
+        writeln!(
+            out,
+            "                    history from {} ({span} records decided; `linegate export`)",
+            crate::timefmt::time(from)
+        )?;
+    }
     writeln!(out, "  ledger            {} records", i.ledger_records)?;
     if i.ledger_pruned > 0 {
         writeln!(
