@@ -144,3 +144,14 @@ fn a_torn_write_keeps_a_page_aligned_prefix() {
     assert_eq!((cut.unsynced_write, cut.torn_at), (true, None));
     assert_eq!(std::fs::read(backing.join("log")).unwrap(), got);
 }
+
+#[test]
+fn a_harness_dropped_with_a_file_still_open_leaves_no_mount_behind() {
+    let (_tmp, _backing, mnt, pc) = mounted();
+    let f = File::create(mnt.join("open")).unwrap();
+    drop(pc); // a failing test's unwinding: the file is still open
+    drop(f);
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let needle = format!(" {} ", mnt.display());
+    assert!(!mounts.contains(&needle), "still mounted: {mounts}");
+}

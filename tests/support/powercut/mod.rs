@@ -106,19 +106,23 @@ impl PowerCut {
             let torn_at = m.tear(tear);
             Cut { counts: m.counts, unsynced_write, torn_at }
         };
-        self.unmount();
+        self.unmount().unwrap_or_else(|e| {
+            panic!("powercut: unmounting {} (a file still open?): {e}", self.mountpoint.display())
+        });
         let m = self.model.lock().unwrap_or_else(|p| p.into_inner());
         m.write_durable(&self.backing)
             .unwrap_or_else(|e| panic!("powercut: writing {}: {e}", self.backing.display()));
         cut
     }
 
-    fn unmount(&mut self) {
-        if let Some(s) = self.session.take() {
-            s.umount_and_join().unwrap_or_else(|e| {
-                panic!("powercut: unmounting {}: {e}", self.mountpoint.display())
-            });
-        }
+    /// Unmounts and waits for the filesystem's thread. When that fails (a file still open on
+    /// the mount) the mount is detached lazily (`umount -l`), so that no stale mount outlives
+    /// the test, and the error returned.
+    fn unmount(&mut self) -> std::io::Result<()> {
+        let Some(s) = self.session.take() else { return Ok(()) };
+        s.umount_and_join().inspect_err(|_| {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.mountpoint).status();
+        })
     }
 }
 
@@ -126,8 +130,6 @@ impl Drop for PowerCut {
     /// A harness dropped without a cut (a failing test) is unmounted; the backing directory is
     /// left as it was at the mount.
     fn drop(&mut self) {
-        if let Some(s) = self.session.take() {
-            let _ = s.umount_and_join();
-        }
+        let _ = self.unmount();
     }
 }
