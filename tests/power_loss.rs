@@ -8,8 +8,9 @@
 //! Two kinds of rounds, each on a fresh store: a trace source (events, raw-sample lines over the
 //! raw threshold, so segment files; paced, so cuts land mid-stream) run until it ends, and a
 //! Modbus TCP source polling pymodbus, stopped after a number of cuts. After every cut a
-//! daemon is started on the surviving store (never a crash loop: a damaged store is salvaged),
-//! and through its control socket:
+//! daemon is started on the surviving store (never a crash loop: a damaged store is salvaged; a
+//! daemon that finds damage while running may exit once asking for a salvage, as designed, and
+//! the start after it must come up), and through its control socket:
 //!
 //! - `reconcile` passes (exit 0, or 3 for source data missing and declared as such: never 1);
 //! - every event that reached the broker is in the ledger, accepted, with its `ts_ms`: an event
@@ -190,10 +191,20 @@ fn ask(args: &[&str], config: &Path) -> Option<String> {
 /// Starts the daemon on the store that survived cut `cut_no` and checks it through the control
 /// socket (module documentation), then stops it with SIGTERM: a clean exit.
 fn start_and_check(r: &Round, sub: &Subscriber, figures: &mut Figures, what: &str) {
-    let mut d = Daemon::start(&r.config, &[], &[("LINEGATE_LOG", "warn")]);
+    let start = || Daemon::start(&r.config, &[], &[("LINEGATE_LOG", "warn")]);
+    let mut d = start();
     let socket = r.dir.join("control.sock");
+    let marker = r.mnt.join("db").join(linegate::store::SALVAGE_MARKER);
+    let mut restarted = false;
     let up = poll(DEADLINE, || {
         if let Some(status) = d.exited() {
+            // Damage found while running: the daemon asks for a salvage and exits, and the
+            // service manager's restart salvages (docs/decisions.md). Once; never a loop.
+            if !restarted && marker.exists() {
+                eprintln!("{what}: the daemon asked for a salvage ({status}); starting it again");
+                (d, restarted) = (start(), true);
+                return None;
+            }
             panic!("{what}: the daemon did not start ({status}); its log:\n{}", d.log());
         }
         // A listener, not a file a stopped daemon left behind (the CLI would open the store).
