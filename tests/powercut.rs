@@ -155,3 +155,22 @@ fn a_harness_dropped_with_a_file_still_open_leaves_no_mount_behind() {
     let needle = format!(" {} ", mnt.display());
     assert!(!mounts.contains(&needle), "still mounted: {mounts}");
 }
+
+#[test]
+fn the_tear_takes_the_newest_write_still_unsynced_when_a_later_one_was_synced() {
+    let (_tmp, backing, mnt, pc) = mounted();
+    durable_file(&mnt, "a", b"");
+    durable_file(&mnt, "b", b"");
+    let a = OpenOptions::new().write(true).open(mnt.join("a")).unwrap();
+    a.write_all_at(&vec![b'a'; 2 * PAGE as usize], 0).unwrap();
+    drop(a);
+    // A later write to another file, synced: the write to `a` is still the one pending.
+    let b = OpenOptions::new().write(true).open(mnt.join("b")).unwrap();
+    b.write_all_at(b"b", 0).unwrap();
+    b.sync_data().unwrap();
+    drop(b);
+    let cut = pc.cut(Some(0));
+    assert_eq!((cut.unsynced_write, cut.torn_at), (true, Some(PAGE)), "{cut:?}");
+    assert_eq!(std::fs::read(backing.join("a")).unwrap(), vec![b'a'; PAGE as usize]);
+    assert_eq!(std::fs::read(backing.join("b")).unwrap(), b"b");
+}

@@ -102,7 +102,7 @@ impl PowerCut {
         let cut = {
             let mut m = self.model.lock().unwrap_or_else(|p| p.into_inner());
             m.cut = true;
-            let unsynced_write = m.last_write.is_some();
+            let unsynced_write = m.last_unsynced_write().is_some();
             let torn_at = m.tear(tear);
             Cut { counts: m.counts, unsynced_write, torn_at }
         };

@@ -36,7 +36,7 @@ impl Default for Dirty {
     }
 }
 
-/// The last write no fsync has covered yet: inode, offset, length.
+/// A write no fsync of its file has covered yet: inode, offset, length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LastWrite {
     pub ino: u64,
@@ -62,7 +62,8 @@ pub struct Model {
     /// A directory's entries as an fsync of it last left them (absent: never synced, empty).
     durable_entries: HashMap<u64, BTreeMap<OsString, u64>>,
     dirty: HashMap<u64, Dirty>,
-    pub last_write: Option<LastWrite>,
+    /// Per file, its newest write since its last fsync, numbered in the order of all writes.
+    unsynced: HashMap<u64, (u64, LastWrite)>,
     pub counts: Counts,
     /// Power is off: every request fails with EIO.
     pub cut: bool,
@@ -80,7 +81,7 @@ impl Model {
             durable_data: HashMap::new(),
             durable_entries: HashMap::new(),
             dirty: HashMap::new(),
-            last_write: None,
+            unsynced: HashMap::new(),
             counts: Counts::default(),
             cut: false,
         };
@@ -235,7 +236,7 @@ impl Model {
         }
     }
 
-    /// A write into the volatile view; it becomes the last unsynced write.
+    /// A write into the volatile view; until its file's next fsync, the newest unsynced write.
     pub fn write(&mut self, ino: u64, offset: u64, bytes: &[u8]) -> Result<(), Errno> {
         let data = self.file_mut(ino)?;
         let end = offset as usize + bytes.len();
@@ -244,8 +245,9 @@ impl Model {
         }
         data[offset as usize..end].copy_from_slice(bytes);
         self.dirty.entry(ino).or_default().ranges.push((offset, end as u64));
-        self.last_write = Some(LastWrite { ino, offset, len: bytes.len() as u64 });
         self.counts.writes += 1;
+        let w = LastWrite { ino, offset, len: bytes.len() as u64 };
+        self.unsynced.insert(ino, (self.counts.writes, w));
         Ok(())
     }
 
@@ -282,9 +284,7 @@ impl Model {
                 durable[from..to].copy_from_slice(&data[from..to]);
             }
         }
-        if self.last_write.is_some_and(|w| w.ino == ino) {
-            self.last_write = None;
-        }
+        self.unsynced.remove(&ino);
         Ok(())
     }
 
@@ -297,12 +297,17 @@ impl Model {
         Ok(())
     }
 
+    /// The newest write that no fsync of its file has covered since.
+    pub fn last_unsynced_write(&self) -> Option<LastWrite> {
+        self.unsynced.values().max_by_key(|(n, _)| *n).map(|(_, w)| *w)
+    }
+
     /// The power cut: applies to the durable layer, when `tear_at` is given and the last
     /// unsynced write crosses a page boundary, that write's bytes up to one of those boundaries
     /// (the `tear_at`-th of them, modulo their number), and returns the boundary used. The
     /// volatile view is then no longer consulted: [`Model::write_durable`] writes what is left.
     pub fn tear(&mut self, tear_at: Option<u64>) -> Option<u64> {
-        let (w, pick) = (self.last_write?, tear_at?);
+        let (w, pick) = (self.last_unsynced_write()?, tear_at?);
         let first = (w.offset / PAGE + 1) * PAGE;
         let end = w.offset + w.len;
         if first >= end {
