@@ -424,9 +424,15 @@ fn power_cut_at_every_failpoint_and_at_random_loses_nothing_acknowledged() {
     );
 }
 
-/// How many `recovery` records the ledger of `config`'s store holds.
+/// How many `recovery` records the ledger of `config`'s store holds; each is printed (what was
+/// damaged, what was salvaged and lost).
 fn recoveries(config: &Path) -> usize {
-    support::ledger(config).iter().filter(|e| e["kind"] == "recovery").count()
+    let found: Vec<Value> =
+        support::ledger(config).into_iter().filter(|e| e["kind"] == "recovery").collect();
+    for e in &found {
+        eprintln!("{}: a start salvaged the store: {e}", config.display());
+    }
+    found.len()
 }
 
 /// A Modbus round's store after its last cut: `reconcile` passes, no event id accepted twice,
