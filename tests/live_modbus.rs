@@ -151,15 +151,6 @@ async fn outage(config: &Path, port: u16, mut server1: Child, args: &[&str]) -> 
     (daemon, server(args))
 }
 
-fn tcp_keys(port: u16) -> String {
-    format!(
-        "kind = \"modbus-tcp\"\nhost = \"127.0.0.1\"\nport = {port}\nmachine = \"m1\"\n\
-         poll_rate = 100\ntimeout = \"300ms\"\nblock_length = \"100ms\"\n\
-         reconnect_min = \"20ms\"\nreconnect_max = \"200ms\"\n{}",
-        map_keys("")
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modbus_tcp_run_stores_events_declares_an_outage_and_resumes_numbering() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,17 +7,21 @@
 //!   [`trace`]), [`free_port`], and waiting for a condition with a deadline ([`poll`],
 //!   [`wait_for`], [`wait_until`]): tests never sleep to synchronise;
 //! - [`daemon`]: `linegate run` in the background, its log, signals and exit;
+//! - [`crashes`]: the failpoints, trace and replay reference of the crash and power-loss tests;
 //! - [`incidents`]: the brute-force reference of docs/contracts.md section 4;
 //! - [`modbus`], [`mqtt`], [`promtool`]: the real peers (pymodbus and socat, mosquitto and
-//!   `mosquitto_sub`, Prometheus' `promtool`) and what the tests read from them.
+//!   `mosquitto_sub`, Prometheus' `promtool`) and what the tests read from them;
+//! - [`powercut`]: a FUSE filesystem that holds what no fsync covered, and cuts the power.
 //!
 //! Where unit tests in `src/` go is in docs/testing-conventions.md.
 #![allow(dead_code)] // each test binary uses a part of it
 
+pub mod crashes;
 pub mod daemon;
 pub mod incidents;
 pub mod modbus;
 pub mod mqtt;
+pub mod powercut;
 pub mod promtool;
 pub mod rehearsal;
 

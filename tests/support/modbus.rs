@@ -129,6 +129,17 @@ unit = "g"
     )
 }
 
+/// The `[[source]]` keys of a Modbus TCP source on `port` serving [`map_keys`]: machine `m1`,
+/// 100 Hz, 100 ms blocks, quick reconnects.
+pub fn tcp_keys(port: u16) -> String {
+    format!(
+        "kind = \"modbus-tcp\"\nhost = \"127.0.0.1\"\nport = {port}\nmachine = \"m1\"\n\
+         poll_rate = 100\ntimeout = \"300ms\"\nblock_length = \"100ms\"\n\
+         reconnect_min = \"20ms\"\nreconnect_max = \"200ms\"\n{}",
+        map_keys("")
+    )
+}
+
 /// A running poller: its output channel, its counters and its task.
 pub struct Polling {
     pub rx: mpsc::Receiver<ModbusOutput>,
