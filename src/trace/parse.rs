@@ -49,8 +49,10 @@ pub fn parse_line(line: &[u8]) -> Result<TraceLine, (Option<i64>, Rejection)> {
     exact_line(line, text)
 }
 
-/// The reference path for a UTF-8 line within the size limit.
-fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Rejection)> {
+/// The reference path for a UTF-8 line within the size limit (`text` is `line` as UTF-8).
+/// Public only for the fuzz target `trace_line` (fuzz/), which checks [`parse_line`] against it.
+#[doc(hidden)]
+pub fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Rejection)> {
     read_top_with_fallback::<LINE_SLOTS, _>(text, &LINE_SHAPE, |top, patched| {
         validate_line(top, text, patched)
     })

@@ -73,8 +73,11 @@ pub fn parse_event(raw: &str) -> Result<Event, Rejection> {
     }
 }
 
-/// The reference path: decides every input (the fast path only ever agrees with it).
-fn exact_event(raw: &str) -> Result<Event, Rejection> {
+/// The reference path: decides every input (the fast path only ever agrees with it). Public
+/// only for the fuzz targets `event_json` and `event_schema2` (fuzz/), which check
+/// [`parse_event`] against it.
+#[doc(hidden)]
+pub fn exact_event(raw: &str) -> Result<Event, Rejection> {
     read_top_with_fallback::<EVENT_SLOTS, _>(raw, &EVENT_SHAPE, |top, _| validate_event_json(&top))?
 }
 
