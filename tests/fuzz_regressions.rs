@@ -12,3 +12,17 @@ fn schema_2_rss_of_axes_whose_squares_are_subnormal_is_accurate() {
     let want = 2.6998257541122185e-162_f64;
     assert!((event.value - want).abs() <= want * 1e-15, "value {:e}, want {want:e}", event.value);
 }
+
+/// Found by `decider_snapshot`: a snapshot whose incident lists a further member outside the
+/// incident's time span restored, and deciding the next event then tripped an assertion of the
+/// rule core. The engine's restore now checks each incident's invariants and refuses such a
+/// snapshot (as damage: the store then re-derives the state from its journal).
+#[test]
+fn a_snapshot_whose_incident_lists_a_member_outside_it_is_refused_at_restore() {
+    let snapshot = include_bytes!(
+        "../fixtures/fuzz/decider_snapshot-incident-member-outside-its-incident.cbor"
+    );
+    let config = linegate::config::Config::for_replay_defaults("gw-fuzz");
+    let err = linegate::decider::Decider::restore(&config, snapshot).expect_err("refused");
+    assert!(err.to_string().contains("incident gw-fuzz/high-vibration/press-1/"), "{err}");
+}

@@ -3,13 +3,12 @@
 //! inside it), under the default configuration; seeded with snapshots taken while replaying
 //! fixture traces.
 //!
-//! Properties: never a panic; a restored decider's own snapshot restores with the same counts.
-//! With `LINEGATE_FUZZ_DECIDE=1` also: both deciders then decide an event, raw samples and a tick
-//! alike (the same verdicts, alert records and counts: the determinism contract of
-//! src/records/snapshot.rs), without a panic, counting each line. That step is off by default:
-//! `Engine::restore` does not yet check an incident's invariants, and deciding after a restored
-//! snapshot whose incident lists a member outside the incident trips the debug assertion in
-//! src/rule/incidents.rs (input: fuzz/crashes/decider_snapshot-incident-member-outside-its-incident).
+//! Properties: never a panic; a restored decider's own snapshot restores with the same counts;
+//! both deciders then decide an event, raw samples and a tick alike (the same verdicts, alert
+//! records and counts: the determinism contract of src/records/snapshot.rs), without a panic,
+//! counting each line. (A restored snapshot whose incident listed a member outside the incident
+//! used to trip an assertion of the rule core when deciding; the restore now refuses it:
+//! tests/fuzz_regressions.rs.)
 //! The snapshot's bytes need not be equal: maps inside it are written in their own order.
 #![no_main]
 
@@ -29,10 +28,6 @@ fuzz_target!(init: linegate_fuzz::write_seeds(linegate_fuzz::decider_snapshots),
     let mut again =
         Decider::restore(&config, &d.snapshot()).expect("a decider's own snapshot restores");
     assert_eq!(again.counts(), d.counts(), "counts differ after restore");
-    static DECIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*DECIDE.get_or_init(|| std::env::var_os("LINEGATE_FUZZ_DECIDE").is_some_and(|v| v == "1")) {
-        return;
-    }
     let records = d.counts().records;
     for line in LINES {
         let parsed = parse_line(line.as_bytes());

@@ -13,6 +13,13 @@ use serde::Serialize;
 #[error("snapshot does not decode: {0}")]
 pub struct SnapshotError(String);
 
+impl SnapshotError {
+    /// A snapshot that decodes but breaks an invariant of the state it holds.
+    pub fn invalid(what: String) -> SnapshotError {
+        SnapshotError(what)
+    }
+}
+
 pub fn encode<T: Serialize>(state: &T) -> Vec<u8> {
     super::cbor::encode(&[], state)
 }

@@ -150,6 +150,29 @@ impl IncidentBook {
         self.incidents.values()
     }
 
+    /// Checks what a restored snapshot must hold and the code asserts when it merges incidents:
+    /// each incident is keyed by its onset, its evidence lies in `(onset - window_ms, onset]`
+    /// and its `also` in `(onset, end)`. A snapshot that breaks this (damaged, or not ours) is
+    /// refused rather than trip an assertion later.
+    pub fn check(&self, window_ms: i64) -> Result<(), String> {
+        for (&key, inc) in &self.incidents {
+            let (onset, end) = (inc.onset, inc.end);
+            let bad = |what: &str| {
+                format!("incident {} (onset {onset}, end {end}): {what}", inc.alert_id)
+            };
+            if key != onset || end < onset {
+                return Err(bad("its key or end does not fit its onset"));
+            }
+            if !inc.evidence.keys().all(|k| k.0 > onset.saturating_sub(window_ms) && k.0 <= onset) {
+                return Err(bad("evidence outside the window before its onset"));
+            }
+            if !inc.also.iter().all(|k| k.0 > onset && k.0 < end) {
+                return Err(bad("a further member outside (onset, end)"));
+            }
+        }
+        Ok(())
+    }
+
     /// Events held by incidents: evidence and listed `also` (shared events once per incident).
     pub fn member_len(&self) -> usize {
         self.incidents.values().map(|i| i.evidence.len() + i.also.len()).sum()

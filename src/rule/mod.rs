@@ -148,6 +148,11 @@ impl Engine {
         snapshot: &[u8],
     ) -> Result<Self, crate::records::snapshot::SnapshotError> {
         let s: State = crate::records::snapshot::decode(snapshot)?;
+        for m in &s.machines {
+            m.book.check(p.window_ms).map_err(|e| {
+                crate::records::snapshot::SnapshotError::invalid(format!("machine {}: {e}", m.name))
+            })?;
+        }
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
         Ok(Engine {
