@@ -194,11 +194,47 @@ impl Filesystem for PowerCutFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let m = model!(self, reply);
+        let mut m = model!(self, reply);
         match m.node(ino.0) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(_) => {
+                m.handles += 1;
+                reply.opened(FileHandle(0), FopenFlags::empty())
+            }
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let mut m = model!(self, reply);
+        m.handles += 1;
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Counted after the cut too: the cut waits for these.
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).handles -= 1;
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).handles -= 1;
+        reply.ok();
     }
 
     fn read(
@@ -322,7 +358,10 @@ impl Filesystem for PowerCutFs {
         let mut m = model!(self, reply);
         let node = Node::File { data: Vec::new(), mode: mode & !umask & 0o7777, nlink: 1 };
         match m.create(parent.0, name, node).and_then(|ino| m.node(ino).map(|n| attr(ino, n))) {
-            Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty()),
+            Ok(a) => {
+                m.handles += 1;
+                reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty())
+            }
             Err(e) => reply.error(errno(e)),
         }
     }

@@ -99,6 +99,14 @@ impl PowerCut {
     /// must be dead (and reaped) first. `tear`: tear the last unsynced write, at the boundary
     /// this number picks.
     pub fn cut(mut self, tear: Option<u64>) -> Cut {
+        // The kernel releases closed files asynchronously; unmounting before it has would fail
+        // with EBUSY. (A file still open stays open: the unmount then fails, as it should.)
+        use linegate::clock::Clock as _;
+        let clock = linegate::clock::SystemClock::new();
+        let handles = || self.model.lock().unwrap_or_else(|p| p.into_inner()).handles;
+        while handles() > 0 && clock.monotonic_ms() < 5_000 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         let cut = {
             let mut m = self.model.lock().unwrap_or_else(|p| p.into_inner());
             m.cut = true;

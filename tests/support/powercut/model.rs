@@ -67,6 +67,9 @@ pub struct Model {
     pub counts: Counts,
     /// Power is off: every request fails with EIO.
     pub cut: bool,
+    /// Files and directories open through the mount: the kernel releases them after the
+    /// process closed them (or died), asynchronously; the cut waits for that before unmounting.
+    pub handles: i64,
 }
 
 /// An errno.
@@ -84,6 +87,7 @@ impl Model {
             unsynced: HashMap::new(),
             counts: Counts::default(),
             cut: false,
+            handles: 0,
         };
         m.load_dir(backing, ROOT)?;
         Ok(m)
