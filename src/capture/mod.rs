@@ -13,7 +13,7 @@
 
 pub mod client;
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::io::Write;
 
 use serde_json::{Map, Value};
@@ -21,17 +21,16 @@ use serde_json::{Map, Value};
 /// What was captured.
 #[derive(Debug, Default)]
 pub struct Capture {
-    /// `(at, arrival index, event)` per distinct event id.
-    events: Vec<(i64, u64, Map<String, Value>)>,
-    seen: HashMap<String, usize>,
+    /// `(at, event)` per distinct event id, in arrival order.
+    events: Vec<(i64, Map<String, Value>)>,
+    seen: HashSet<String>,
     /// Gap notices, each once, in arrival order.
     gaps: Vec<Value>,
-    gaps_seen: std::collections::HashSet<String>,
+    gaps_seen: HashSet<String>,
     /// PUBLISH packets taken (redeliveries included).
     pub publishes: u64,
     /// Payloads that could not be read: topic and why.
     pub undecodable: Vec<String>,
-    arrivals: u64,
 }
 
 impl Capture {
@@ -68,10 +67,8 @@ impl Capture {
         let at = e.remove("at").and_then(|v| v.as_i64()).ok_or("an event without \"at\"")?;
         e.remove("replayed");
         let id = e.get("event_id").and_then(Value::as_str).ok_or("an event without event_id")?;
-        if !self.seen.contains_key(id) {
-            self.seen.insert(id.to_owned(), self.events.len());
-            self.arrivals += 1;
-            self.events.push((at, self.arrivals, e));
+        if self.seen.insert(id.to_owned()) {
+            self.events.push((at, e));
         }
         Ok(())
     }
@@ -89,8 +86,9 @@ impl Capture {
     /// Writes the trace: one `event` line per distinct event, by ingest time (ties in arrival
     /// order). Returns the number of lines.
     pub fn trace(&mut self, out: &mut dyn Write) -> std::io::Result<u64> {
-        self.events.sort_by_key(|(at, i, _)| (*at, *i));
-        for (at, _, e) in &self.events {
+        // Stable: ties stay in arrival order.
+        self.events.sort_by_key(|(at, _)| *at);
+        for (at, e) in &self.events {
             let line = serde_json::json!({"at": at, "kind": "event", "event": e});
             writeln!(out, "{line}")?;
         }

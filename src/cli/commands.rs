@@ -134,18 +134,24 @@ pub(crate) fn whatif(
     }
     let mut archive = Vec::new();
     ask_or_open(&c, Command::Dump { what: "alerts".into() }, &mut archive)?;
-    // The span the export covers, by ingest time.
-    let (mut first, mut last, mut records) = (None, None, 0u64);
-    for line in BufReader::new(File::open(&trace)?).split(b'\n') {
-        if let Ok(l) = linegate::trace::parse::parse_line(&line?) {
-            first = first.or(Some(l.at));
-            last = Some(l.at);
-        }
-        records += 1;
-    }
     let mut alerts = Vec::new();
     let mut sinks = Sinks { alerts: &mut alerts, rejected: None::<std::io::Sink> };
-    replay(&c, BufReader::new(File::open(&trace)?), &mut sinks, |_| {})?;
+    let summary = replay(&c, BufReader::new(File::open(&trace)?), &mut sinks, |_| {})?;
+    // The span the export covers: the ingest times of its first and last lines (in decision
+    // order), the only lines read here besides the replay's own pass.
+    let (mut head, mut tail) = (None, None);
+    for line in BufReader::new(File::open(&trace)?).split(b'\n') {
+        let line = line?;
+        if head.is_none() {
+            head = Some(line.clone());
+        }
+        tail = Some(line);
+    }
+    let at = |line: Option<Vec<u8>>| match linegate::trace::parse::parse_line(&line?) {
+        Ok(l) => Some(l.at),
+        Err((at, _)) => at,
+    };
+    let (first, last, records) = (at(head), at(tail), summary.counts.records);
     let parse = |bytes: &[u8]| -> Result<Vec<AlertRecord>, Error> {
         let lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
         Ok(lines.map(serde_json::from_slice).collect::<Result<_, _>>()?)

@@ -68,7 +68,7 @@ impl Store {
     /// Removes the oldest history records until their lines' bytes reach `want_bytes` (or the
     /// history is empty), and commits, which deletes the segment files left without references.
     pub fn trim_history(&mut self, want_bytes: u64) -> Result<HistoryTrim> {
-        let floor = self.history_floor.min(self.checkpoint_pos + 1);
+        let floor = self.history_floor;
         let mut trim = HistoryTrim { start: self.journal_start, ..HistoryTrim::default() };
         if floor <= self.journal_start || want_bytes == 0 {
             return Ok(trim);
