@@ -11,14 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 HOURS=${1:-24}
 RUNS=${2:-5}
-cargo build --release --locked -q --bin linegate --example gen_trace
-BIN=${CARGO_TARGET_DIR:-target}/release/linegate
-GEN=${CARGO_TARGET_DIR:-target}/release/examples/gen_trace
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-
 # shellcheck source=benches/support/trace_config.sh
 . benches/support/trace_config.sh
+events_bench_setup
 
 "$GEN" 4 $((HOURS * 3600)) 2 > "$WORK/t.jsonl"
 lines=$(wc -l < "$WORK/t.jsonl")

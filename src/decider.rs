@@ -87,7 +87,10 @@ pub struct Decider {
 struct Saved {
     now: i64,
     counts: Counts,
+    // Byte strings (snapshots written before held arrays of numbers, which still decode).
+    #[serde(with = "serde_bytes")]
     engine: Vec<u8>,
+    #[serde(with = "serde_bytes")]
     cutter: Vec<u8>,
 }
 

@@ -89,3 +89,34 @@ proptest! {
         prop_assert_eq!(straight, stopped);
     }
 }
+
+/// Snapshots written before the dedup memory was packed and the cores' snapshots were byte
+/// strings (CBOR arrays of numbers then; `fixtures/snapshots/`, taken after the first N lines of
+/// a fixture) restore, and deciding the rest gives what a run that never stopped gives.
+#[test]
+fn snapshots_written_before_packing_restore_and_continue_identically() {
+    for (name, trace, n) in [
+        ("decider-cbor-arrays-duplicates-5.cbor", "duplicates.jsonl", 5),
+        ("decider-cbor-arrays-samples_clock_jump-4.cbor", "samples_clock_jump.jsonl", 4),
+    ] {
+        let path = fixture(&format!("fixtures/traces/{trace}"));
+        let config = config_for(&path);
+        let data = std::fs::read(&path).unwrap();
+        let lines = lines_of(&data);
+        let (straight, counts) = decide(&config, &lines, |_| false);
+        let old = std::fs::read(fixture(&format!("fixtures/snapshots/{name}"))).unwrap();
+        let mut d = Decider::restore(&config, &old).unwrap();
+        let mut alerts = Vec::new();
+        // The alerts of the first n lines, then the rest decided after the restore.
+        let (before, _) = decide(&config, &lines[..n], |_| false);
+        for line in &lines[n..] {
+            let _ = d.line(&parse_line(line), &mut alerts);
+        }
+        let after: String =
+            alerts.iter().map(|a| serde_json::to_string(a).unwrap() + "\n").collect();
+        assert_eq!(before + &after, straight, "{name}");
+        assert_eq!(d.counts(), &counts, "{name}");
+        // Taken again, the snapshot is in the new form and restores the same.
+        assert!(Decider::restore(&config, &d.snapshot()).is_ok());
+    }
+}

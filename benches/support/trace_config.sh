@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the daemon benchmarks: `trace_config STORE TRACE SPEED [STORE_KEYS]` prints a
 # configuration with one trace source, the store at STORE (8 MiB cache, plus STORE_KEYS lines)
 # and metrics on an ephemeral port.
@@ -20,4 +21,17 @@ kind = "trace"
 path = "$2"
 speed = $3
 TOML
+}
+
+# `events_bench_setup`: builds linegate and gen_trace (release), sets BIN and GEN to them and
+# WORK to a temporary directory removed at exit.
+events_bench_setup() {
+    cargo build --release --locked -q --bin linegate --example gen_trace
+    # shellcheck disable=SC2034 # used by the scripts that source this
+    BIN=${CARGO_TARGET_DIR:-target}/release/linegate
+    # shellcheck disable=SC2034
+    GEN=${CARGO_TARGET_DIR:-target}/release/examples/gen_trace
+    WORK=$(mktemp -d)
+    # shellcheck disable=SC2064 # WORK is expanded now, on purpose
+    trap "rm -rf '$WORK'" EXIT
 }
