@@ -52,3 +52,20 @@ fn numbers_in_lines_parse_to_the_nearest_f64() {
     let event = parse_event(&event).expect("accepted");
     assert_eq!(event.value.to_bits(), texts[0].parse::<f64>().unwrap().to_bits());
 }
+
+/// Found by `decider_snapshot`, deciding after a restore: a snapshot whose idleness deadline names
+/// machine 8 of 4 restored, and the next line that moved ingest time past the deadline indexed
+/// out of bounds in the rule core. The restore now checks every index the
+/// state holds (`State::check_indices` in src/rule/mod.rs) and refuses such a snapshot.
+#[test]
+fn a_snapshot_whose_deadline_names_a_machine_that_does_not_exist_is_refused_at_restore() {
+    let snapshot = include_bytes!(
+        "../fixtures/fuzz/decider_snapshot-deadline-for-a-machine-that-does-not-exist.cbor"
+    );
+    let config = linegate::config::Config::for_replay_defaults("gw-fuzz");
+    let err = linegate::decider::Decider::restore(&config, snapshot).expect_err("refused");
+    assert!(
+        err.to_string().contains("a deadline for machine 8 sensor 0, which do not exist"),
+        "{err}"
+    );
+}

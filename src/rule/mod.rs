@@ -19,7 +19,7 @@ pub mod incidents;
 pub mod watermark;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashSet};
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -130,6 +130,50 @@ struct State {
     time_driven: BTreeSet<u32>,
 }
 
+impl State {
+    /// Every index the state holds points into it: a machine's per-sensor lists have one entry
+    /// per sensor and its idle count counts its idle sensors, each deadline and time-driven
+    /// machine names a machine and sensor that exist, machine names are distinct. (Dedup entries
+    /// name machines too, but one out of range reads as having no horizon.)
+    fn check_indices(&self) -> Result<(), String> {
+        let mut names = HashSet::with_capacity(self.machines.len());
+        for m in &self.machines {
+            let n = m.sensors.len();
+            if m.in_heap.len() != n || m.idle.len() != n {
+                return Err(format!(
+                    "machine {}: {n} sensors but {} in-heap and {} idle flags",
+                    m.name,
+                    m.in_heap.len(),
+                    m.idle.len()
+                ));
+            }
+            if let Some((name, i)) = m.sensor_index.iter().find(|(_, &i)| i as usize >= n) {
+                return Err(format!("machine {}: sensor {name} has index {i} of {n}", m.name));
+            }
+            let idle = m.idle.iter().filter(|&&b| b).count();
+            if m.idle_count != idle {
+                return Err(format!(
+                    "machine {}: idle count {} but {idle} idle sensors",
+                    m.name, m.idle_count
+                ));
+            }
+            if !names.insert(m.name.as_str()) {
+                return Err(format!("machine {} twice", m.name));
+            }
+        }
+        let sensors = |mi: u32| self.machines.get(mi as usize).map(|m| m.sensors.len());
+        for Reverse((_, mi, si)) in &self.deadlines {
+            if sensors(*mi).is_none_or(|n| *si as usize >= n) {
+                return Err(format!("a deadline for machine {mi} sensor {si}, which do not exist"));
+            }
+        }
+        if let Some(mi) = self.time_driven.iter().find(|&&mi| sensors(mi).is_none()) {
+            return Err(format!("time-driven machine {mi} does not exist"));
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
     /// The whole decision state as bytes (parameters excluded), for a checkpoint.
     pub fn snapshot(&self) -> Vec<u8> {
@@ -153,6 +197,7 @@ impl Engine {
                 crate::records::snapshot::SnapshotError::invalid(format!("machine {}: {e}", m.name))
             })?;
         }
+        s.check_indices().map_err(crate::records::snapshot::SnapshotError::invalid)?;
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
         Ok(Engine {
