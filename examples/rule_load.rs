@@ -2,6 +2,8 @@
 //! counts instructions: a noise-free way to compare two versions of the core).
 //! `cargo run --release --example rule_load -- [SECONDS] [hot]`; with `hot`, the hot partition of
 //! `benches/rule.rs` (one machine, 8 sensors, every event above the threshold, no duplicates).
+//! With `generate-only` as the last argument the load is made but not decided: the difference of
+//! the two instruction counts is the rule core's (`benches/instructions.sh`).
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use linegate::clock::{Clock, SystemClock};
@@ -12,6 +14,7 @@ use linegate::synth::Load;
 fn main() {
     let seconds = std::env::args().nth(1).map_or(2_000, |s| s.parse().unwrap());
     let hot = std::env::args().nth(2).is_some_and(|a| a == "hot");
+    let decide = std::env::args().last().is_none_or(|a| a != "generate-only");
     let mut load = Load::new(if hot { 1 } else { 50 }, seconds);
     load.sensors_per_machine = if hot { 8 } else { 2 };
     load.burst_rate = if hot { 1.0 } else { 1.0 / 900.0 };
@@ -25,7 +28,7 @@ fn main() {
     let (mut out, mut records) = (Vec::new(), 0usize);
     let clock = SystemClock::new();
     let started = clock.monotonic_s();
-    for (at, e) in &v {
+    for (at, e) in v.iter().filter(|_| decide) {
         engine.on_event(*at, e, &mut out);
         records += out.len();
         out.clear();

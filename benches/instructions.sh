@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Instruction counts (callgrind; issue 24, part 5): a figure that does not depend on how busy the
+# machine is. Each is the difference of two runs of different lengths divided by the difference
+# of their work, so start-up and shut-down cancel out:
+#  1. the rule core per event (`examples/rule_load`, deciding minus generating only), for the
+#     benchmark load (50 machines x 2 sensors) and the hot machine (1 machine x 8 sensors);
+#  2. `replay` per event line (generated traces of 50 machines x 1 sensor), parse and decide;
+#  3. the daemon per raw sample, ingest to journal, decide and checkpoint (`linegate run
+#     --exit-at-end`, no forwarder: everything stays queued), 8 sensors at 3200 Hz
+#     (`benches/daemon_trace.py`).
+# Needs valgrind. Writes nothing outside a temporary directory.
+# usage: benches/instructions.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=benches/support/trace_config.sh
+. benches/support/trace_config.sh
+events_bench_setup
+cargo build --release --locked -q --example rule_load
+LOAD=${CARGO_TARGET_DIR:-target}/release/examples/rule_load
+
+# instructions COMMAND...: the instructions callgrind counts in every thread of COMMAND.
+instructions() {
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 > /dev/null \
+        | sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
+}
+# per A B C D: (B - A) / (D - C).
+per() { python3 -c "import sys; a, b, c, d = map(int, sys.argv[1:]); print(f'{(b - a) / (d - c):.0f}')" "$@"; }
+
+for mode in normal hot; do
+    hot=(); [ "$mode" = normal ] || hot=(hot)
+    s1=200; s2=400; [ "$mode" = normal ] || { s1=2000; s2=4000; }
+    e1=$("$LOAD" "$s1" "${hot[@]}" | cut -d' ' -f1)
+    e2=$("$LOAD" "$s2" "${hot[@]}" | cut -d' ' -f1)
+    d1=$(instructions "$LOAD" "$s1" "${hot[@]}")
+    g1=$(instructions "$LOAD" "$s1" "${hot[@]}" generate-only)
+    d2=$(instructions "$LOAD" "$s2" "${hot[@]}")
+    g2=$(instructions "$LOAD" "$s2" "${hot[@]}" generate-only)
+    echo "rule core ($mode): $(per $((d1 - g1)) $((d2 - g2)) "$e1" "$e2") instructions/event ($e1 and $e2 events)"
+done
+
+sed 's/^id = .*/id = "gw-bench"/' fixtures/traces/golden.toml > "$WORK/bench.toml"
+"$GEN" 50 200 1 > "$WORK/r1.jsonl"
+"$GEN" 50 600 1 > "$WORK/r2.jsonl"
+l1=$(wc -l < "$WORK/r1.jsonl")
+l2=$(wc -l < "$WORK/r2.jsonl")
+i1=$(instructions "$BIN" replay "$WORK/r1.jsonl" --config "$WORK/bench.toml" --out "$WORK/a.jsonl")
+i2=$(instructions "$BIN" replay "$WORK/r2.jsonl" --config "$WORK/bench.toml" --out "$WORK/a.jsonl")
+echo "replay: $(per "$i1" "$i2" "$l1" "$l2") instructions/line ($l1 and $l2 lines)"
+
+python3 benches/daemon_trace.py 5 > "$WORK/d1.jsonl"
+python3 benches/daemon_trace.py 15 > "$WORK/d2.jsonl"
+trace_config "$WORK/s1" "$WORK/d1.jsonl" 0.0 > "$WORK/d1.toml"
+trace_config "$WORK/s2" "$WORK/d2.jsonl" 0.0 > "$WORK/d2.toml"
+i1=$(instructions "$BIN" run --exit-at-end --config "$WORK/d1.toml")
+i2=$(instructions "$BIN" run --exit-at-end --config "$WORK/d2.toml")
+echo "daemon: $(per "$i1" "$i2" $((5 * 8 * 3200)) $((15 * 8 * 3200))) instructions/raw sample (8 sensors x 3200 Hz, 5 s and 15 s)"
