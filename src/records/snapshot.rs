@@ -8,15 +8,21 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// A snapshot that does not decode: what was wrong, for the store's recovery record.
+/// A snapshot that does not restore: what was wrong, for the store's recovery record.
 #[derive(Debug, thiserror::Error)]
-#[error("snapshot does not decode: {0}")]
-pub struct SnapshotError(String);
+pub enum SnapshotError {
+    /// The bytes are not a snapshot of this state.
+    #[error("snapshot does not decode: {0}")]
+    Decode(String),
+    /// The bytes decode, but the state breaks one of its invariants.
+    #[error("snapshot is inconsistent: {0}")]
+    Invalid(String),
+}
 
 impl SnapshotError {
     /// A snapshot that decodes but breaks an invariant of the state it holds.
     pub fn invalid(what: String) -> SnapshotError {
-        SnapshotError(what)
+        SnapshotError::Invalid(what)
     }
 }
 
@@ -25,5 +31,5 @@ pub fn encode<T: Serialize>(state: &T) -> Vec<u8> {
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SnapshotError> {
-    super::cbor::decode(bytes).map_err(SnapshotError)
+    super::cbor::decode(bytes).map_err(SnapshotError::Decode)
 }
