@@ -14,7 +14,7 @@ use linegate::synth::Load;
 fn main() {
     let seconds = std::env::args().nth(1).map_or(2_000, |s| s.parse().unwrap());
     let hot = std::env::args().nth(2).is_some_and(|a| a == "hot");
-    let decide = std::env::args().last().is_none_or(|a| a != "generate-only");
+    let decide = std::env::args().next_back().is_none_or(|a| a != "generate-only");
     let mut load = Load::new(if hot { 1 } else { 50 }, seconds);
     load.sensors_per_machine = if hot { 8 } else { 2 };
     load.burst_rate = if hot { 1.0 } else { 1.0 / 900.0 };

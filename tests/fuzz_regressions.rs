@@ -65,7 +65,7 @@ fn a_snapshot_whose_deadline_names_a_machine_that_does_not_exist_is_refused_at_r
     let config = linegate::config::Config::for_replay_defaults("gw-fuzz");
     let err = linegate::decider::Decider::restore(&config, snapshot).expect_err("refused");
     assert!(
-        err.to_string().contains("a deadline for machine 8 sensor 0, which do not exist"),
+        err.to_string().starts_with("snapshot is inconsistent: a deadline for machine 8 sensor 0,"),
         "{err}"
     );
 }
