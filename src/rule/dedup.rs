@@ -55,15 +55,19 @@ struct Saved {
 
 impl Serialize for Dedup {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut packed = Vec::with_capacity(self.ids.len() * ENTRY_BYTES);
-        for (id, e) in &self.ids {
-            packed.extend_from_slice(&id.to_le_bytes());
-            packed.extend_from_slice(&e.fingerprint.to_le_bytes());
-            packed.extend_from_slice(&e.ts_ms.to_le_bytes());
-            packed.extend_from_slice(&e.machine.to_le_bytes());
-        }
-        Saved { ids: None, packed: Some(packed), sweep_at: self.sweep_at }.serialize(s)
+        Saved { ids: None, packed: Some(pack(&self.ids)), sweep_at: self.sweep_at }.serialize(s)
     }
+}
+
+fn pack(ids: &FxHashMap<u128, Entry>) -> Vec<u8> {
+    let mut packed = Vec::with_capacity(ids.len() * ENTRY_BYTES);
+    for (id, e) in ids {
+        packed.extend_from_slice(&id.to_le_bytes());
+        packed.extend_from_slice(&e.fingerprint.to_le_bytes());
+        packed.extend_from_slice(&e.ts_ms.to_le_bytes());
+        packed.extend_from_slice(&e.machine.to_le_bytes());
+    }
+    packed
 }
 
 impl<'de> Deserialize<'de> for Dedup {
@@ -190,12 +194,7 @@ mod tests {
     fn packed_bytes_that_are_not_whole_entries_or_repeat_an_id_are_refused() {
         let mut d = Dedup::default();
         d.remember("m.s.1", 1, 1_000, 0);
-        let mut packed = Vec::new();
-        let entry = d.ids.iter().next().map(|(id, e)| (*id, *e)).unwrap();
-        packed.extend_from_slice(&entry.0.to_le_bytes());
-        packed.extend_from_slice(&entry.1.fingerprint.to_le_bytes());
-        packed.extend_from_slice(&entry.1.ts_ms.to_le_bytes());
-        packed.extend_from_slice(&entry.1.machine.to_le_bytes());
+        let packed = pack(&d.ids);
         assert!(unpack(&packed[..35]).unwrap_err().contains("35 packed bytes"));
         let twice = [packed.clone(), packed].concat();
         assert_eq!(unpack(&twice).unwrap_err(), "dedup: an id packed twice");
