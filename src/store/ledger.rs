@@ -1,10 +1,12 @@
-//! The ledger in tree `state`: `l/` + u64 sequence → `LedgerRecord` bytes, and `n/ledger_next`.
-//! Ledger records are written in the same batch as the change they describe.
+//! The ledger in tree `state`: `l/` + u64 sequence → `LedgerRecord` bytes, or a page of the
+//! records from that sequence on (`page.rs`: the records of one batch, two or more, in one sled
+//! value), and `n/ledger_next`. Ledger records are written in the same batch as the change they
+//! describe.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
+use super::{corrupt, decode_u64, failpoint, page, Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 
 pub(super) const LEDGER: &[u8] = b"l/";
@@ -32,8 +34,15 @@ impl Store {
     /// them. The caller sets `next_ledger` to it only once the batch is applied.
     pub(super) fn batch_ledger(&self, batch: &mut sled::Batch, records: &[LedgerRecord]) -> u64 {
         let mut seq = self.next_ledger;
+        match records {
+            [] => {}
+            [one] => batch.insert(&ledger_key(seq), one.encode()),
+            many => {
+                let encoded: Vec<Vec<u8>> = many.iter().map(LedgerRecord::encode).collect();
+                batch.insert(&ledger_key(seq), page::encode(encoded.iter().map(Vec::as_slice)));
+            }
+        }
         for r in records {
-            batch.insert(&ledger_key(seq), r.encode());
             match r.entry {
                 LedgerEntry::Restart { journal_next, .. } => {
                     batch.insert(LAST_RESTART, &seq.to_be_bytes());
@@ -144,17 +153,43 @@ impl Store {
         self.next_ledger
     }
 
-    /// Ledger records `(sequence, record)` from `seq` on, in order.
+    /// Ledger records `(sequence, record)` from `seq` on, in order. A sequence met twice (a
+    /// single record under a key a page also covers, which only damage leaves) is given once.
     pub fn ledger_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, LedgerRecord)>> {
         let path: PathBuf = self.path.clone();
-        self.state.range(ledger_key(seq)..ledger_key(u64::MAX)).map(move |kv| {
-            let (k, v) = kv.map_err(|source| StoreError::Sled {
-                path: path.clone(),
-                op: "iterate l/ in tree state".into(),
-                source,
-            })?;
-            decode_entry(&path, &k, &v)
-        })
+        let start = self.ledger_key_covering(seq);
+        let mut next = seq;
+        self.state
+            .range(ledger_key(start)..ledger_key(u64::MAX))
+            .flat_map(move |kv| match kv {
+                Ok((k, v)) => decode_entries(&path, &k, &v, seq),
+                Err(source) => vec![Err(StoreError::Sled {
+                    path: path.clone(),
+                    op: "iterate l/ in tree state".into(),
+                    source,
+                })],
+            })
+            .filter(move |r| match r {
+                Ok((s, _)) if *s < next => false,
+                Ok((s, _)) => {
+                    next = s + 1;
+                    true
+                }
+                Err(_) => true,
+            })
+    }
+
+    /// The key under which ledger record `seq` is stored: `seq` itself, or the first sequence of
+    /// the page holding it.
+    fn ledger_key_covering(&self, seq: u64) -> u64 {
+        let before = self.state.range(ledger_key(0)..=ledger_key(seq)).next_back();
+        match before {
+            Some(Ok((k, v))) => match (key_seq(&k), page::count(&v)) {
+                (Some(first), Some(n)) if first.saturating_add(n) > seq => first,
+                _ => seq,
+            },
+            _ => seq,
+        }
     }
 
     /// On open: the next ledger sequence.
@@ -164,28 +199,64 @@ impl Store {
                 None => 1,
                 Some(v) => decode_u64(&self.path, STATE, LEDGER_NEXT, &v)?,
             };
+        // The last key and, when it holds a page, the records after it on that page (a page whose
+        // header is damaged counts as one record: the start-up check reports it).
         let last = self
             .state
             .scan_prefix(LEDGER)
-            .keys()
             .next_back()
             .transpose()
             .map_err(self.sled_err("read last l/ key of tree state"))?
-            .and_then(|k| k.strip_prefix(LEDGER).and_then(|r| <[u8; 8]>::try_from(r).ok()))
-            .map_or(0, u64::from_be_bytes);
+            .and_then(|(k, v)| Some(key_seq(&k)? + page::count(&v).unwrap_or(1).max(1) - 1))
+            .unwrap_or(0);
         self.next_ledger = stored.max(last.saturating_add(1)).max(1);
         Ok(())
     }
 }
 
-/// A ledger key and value as `(sequence, record)`; a [`StoreError::Corrupt`] naming the key when
-/// either does not decode.
-pub(super) fn decode_entry(path: &Path, k: &[u8], v: &[u8]) -> Result<(u64, LedgerRecord)> {
-    let seq = k
-        .strip_prefix(LEDGER)
-        .and_then(|r| <[u8; 8]>::try_from(r).ok())
-        .map(u64::from_be_bytes)
-        .ok_or_else(|| corrupt(path, STATE, k, "ledger key is not l/ + 8 bytes"))?;
-    let rec = LedgerRecord::decode(v).map_err(|e| corrupt(path, STATE, k, e.to_string()))?;
-    Ok((seq, rec))
+/// The sequence in an `l/` key.
+pub(super) fn key_seq(k: &[u8]) -> Option<u64> {
+    k.strip_prefix(LEDGER).and_then(|r| <[u8; 8]>::try_from(r).ok()).map(u64::from_be_bytes)
+}
+
+/// The records `(sequence, bytes)` under one `l/` key (one, or a page's), or what is wrong with
+/// the key or the page's framing.
+pub(super) fn raw_entries<'v>(
+    k: &[u8],
+    v: &'v [u8],
+) -> std::result::Result<Vec<(u64, &'v [u8])>, String> {
+    let first = key_seq(k).ok_or("ledger key is not l/ + 8 bytes")?;
+    if !page::is_page(v) {
+        return Ok(vec![(first, v)]);
+    }
+    let records = page::entries(v)?;
+    Ok((first..).zip(records).collect())
+}
+
+/// The records `(sequence, record)` under one `l/` key from sequence `from` on; a
+/// [`StoreError::Corrupt`] naming the key (and the record's sequence on a page) for what does
+/// not decode.
+pub(super) fn decode_entries(
+    path: &Path,
+    k: &[u8],
+    v: &[u8],
+    from: u64,
+) -> Vec<Result<(u64, LedgerRecord)>> {
+    let records = match raw_entries(k, v) {
+        Ok(r) => r,
+        Err(what) => return vec![Err(corrupt(path, STATE, k, what))],
+    };
+    let paged = records.len() > 1 || page::is_page(v);
+    records
+        .into_iter()
+        .filter(|(seq, _)| *seq >= from)
+        .map(|(seq, bytes)| {
+            let rec = LedgerRecord::decode(bytes).map_err(|e| {
+                let what =
+                    if paged { format!("record {seq} of the page: {e}") } else { e.to_string() };
+                corrupt(path, STATE, k, what)
+            })?;
+            Ok((seq, rec))
+        })
+        .collect()
 }

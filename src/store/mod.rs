@@ -17,7 +17,7 @@
 //! | `state` | `n/checkpoint_pos` | u64 BE: the checkpoint's journal position again (same batch), read by a salvage when `c/` does not decode |
 //! | `state` | `n/last_restart`, `n/last_recovery`, `n/starts` | u64 BE: the ledger sequences of the newest `Restart` and `Recovery`, and the journal positions of the last 16 starts, in the batch of those records (`ledger.rs`) |
 //! | `state` | `n/journal_next`, `n/decided_through` | u64 BE, written by a salvage (`salvage.rs`): positions below the first were used; the second, read only while there is no checkpoint, is the last position decided before the damage |
-//! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord` |
+//! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord`, or a page (`page.rs`) of the records of one batch from that sequence on |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `state` | `n/shed_size` | no longer written (an old store's value is ignored) |
 //! | `state` | `s/pruned` | what retention pruned from the ledger: a `crate::records::pruned::PrunedSummary` (`prune.rs`) |
@@ -78,6 +78,7 @@ mod journal;
 mod ledger;
 mod marker;
 mod outbox_read;
+mod page;
 mod prune;
 mod recovery;
 mod retention;

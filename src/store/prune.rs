@@ -21,8 +21,8 @@
 use std::sync::atomic::Ordering;
 
 use super::archive::{alert_key, alert_prefix};
-use super::ledger::{ledger_key, LEDGER};
-use super::{failpoint, Result, Store, STATE};
+use super::ledger::{decode_entries, ledger_key, raw_entries, LEDGER};
+use super::{failpoint, page, Result, Store, STATE};
 use crate::records::ledger::LedgerEntry;
 use crate::records::pruned::{is_input, owed, PrunedSummary};
 
@@ -99,9 +99,11 @@ impl Store {
         let mut summary = self.pruned_summary()?;
         let mut batch = sled::Batch::default();
         let mut report = PruneReport::default();
+        if let Some((last, _)) = take.last() {
+            self.ledger_remove_through(&mut batch, *last)?;
+        }
         for (seq, rec) in &take {
             summary.absorb(*seq, rec);
-            batch.remove(&ledger_key(*seq));
             report.ledger_records += 1;
             if let LedgerEntry::Alert { alert_id, revision, alert_kind, .. } = &rec.entry {
                 let last = match alert_kind.as_str() {
@@ -123,14 +125,52 @@ impl Store {
         Ok(report)
     }
 
+    /// Adds to `batch` the removal of every ledger record up to `last`, the ledger's first
+    /// records: keys wholly covered go, and a page reaching past `last` is stored again, under
+    /// `last + 1`, with only its records after `last`.
+    pub(super) fn ledger_remove_through(&self, batch: &mut sled::Batch, last: u64) -> Result<()> {
+        for kv in self.state.range(ledger_key(0)..=ledger_key(last)) {
+            let (k, v) = kv.map_err(self.sled_err("iterate l/ in tree state"))?;
+            batch.remove(k.clone());
+            if !page::is_page(&v) {
+                continue;
+            }
+            let records = raw_entries(&k, &v).map_err(|what| self.corrupt(STATE, &k, what))?;
+            let rest: Vec<&[u8]> =
+                records.iter().filter(|(seq, _)| *seq > last).map(|(_, r)| *r).collect();
+            match rest[..] {
+                [] => {}
+                [one] => batch.insert(&ledger_key(last + 1), one),
+                _ => batch.insert(&ledger_key(last + 1), page::encode(rest)),
+            }
+        }
+        Ok(())
+    }
+
     /// Ledger records from the newest back.
     pub fn ledger_back(
         &self,
     ) -> impl Iterator<Item = Result<(u64, crate::records::ledger::LedgerRecord)>> + '_ {
-        self.state.scan_prefix(LEDGER).rev().map(move |kv| {
-            let (k, v) = kv.map_err(self.sled_err("iterate l/ in tree state backwards"))?;
-            super::ledger::decode_entry(&self.path, &k, &v)
-        })
+        let mut above = u64::MAX;
+        self.state
+            .scan_prefix(LEDGER)
+            .rev()
+            .flat_map(move |kv| match kv {
+                Ok((k, v)) => {
+                    let mut records = decode_entries(&self.path, &k, &v, 0);
+                    records.reverse();
+                    records
+                }
+                Err(e) => vec![Err(self.sled_err("iterate l/ in tree state backwards")(e))],
+            })
+            .filter(move |r| match r {
+                Ok((s, _)) if *s >= above => false,
+                Ok((s, _)) => {
+                    above = *s;
+                    true
+                }
+                Err(_) => true,
+            })
     }
 }
 

@@ -268,6 +268,73 @@ fn ledger_records_commit_with_their_change_and_survive_reopen() {
     assert_eq!(s.ledger_from(4).map(|r| r.unwrap().0).collect::<Vec<_>>(), vec![4]);
 }
 
+/// The ledger records of one batch are one sled value (a page), read back record by record:
+/// from the middle of a page, backwards, after a reopen, and after pruning part of it.
+#[test]
+fn a_batch_of_ledger_records_is_one_page_read_record_by_record() {
+    use crate::records::ledger::{LedgerEntry, LedgerRecord};
+    let tmp = tempfile::tempdir().unwrap();
+    let dup = |j| {
+        LedgerRecord::new(j as i64, LedgerEntry::Duplicate { event_id: "e".into(), journal_pos: j })
+    };
+    let seqs = |it: &mut dyn Iterator<Item = Result<(u64, LedgerRecord)>>| -> Vec<u64> {
+        it.map(|r| r.unwrap().0).collect()
+    };
+    {
+        let mut s = open(tmp.path());
+        s.append_ledger(&[dup(1)]).unwrap();
+        s.append_ledger(&(2..=6).map(dup).collect::<Vec<_>>()).unwrap();
+        s.append_ledger(&[dup(7), dup(8)]).unwrap();
+        let keys = s.state.scan_prefix(super::ledger::LEDGER).count();
+        assert_eq!(keys, 3, "one key per batch");
+    }
+    let s = open(tmp.path());
+    assert_eq!(s.next_ledger_seq(), 9, "the last page's records count");
+    assert_eq!(seqs(&mut s.ledger_from(1)), (1..=8).collect::<Vec<_>>());
+    assert_eq!(seqs(&mut s.ledger_from(4)), (4..=8).collect::<Vec<_>>());
+    assert_eq!(s.ledger_from(4).next().unwrap().unwrap().1, dup(4));
+    assert_eq!(seqs(&mut s.ledger_back()), (1..=8).rev().collect::<Vec<_>>());
+    // Pruning through 3 keeps 4..=6 of the second page, under 4.
+    let mut batch = sled::Batch::default();
+    s.ledger_remove_through(&mut batch, 3).unwrap();
+    s.state.apply_batch(batch).unwrap();
+    assert_eq!(seqs(&mut s.ledger_from(1)), (4..=8).collect::<Vec<_>>());
+    assert_eq!(s.ledger_from(5).next().unwrap().unwrap().1, dup(5));
+    let mut batch = sled::Batch::default();
+    s.ledger_remove_through(&mut batch, 5).unwrap();
+    s.state.apply_batch(batch).unwrap();
+    assert_eq!(seqs(&mut s.ledger_from(1)), vec![6, 7, 8]);
+    s.commit().unwrap();
+    drop(s);
+    let s = open(tmp.path());
+    assert_eq!(seqs(&mut s.ledger_from(1)), vec![6, 7, 8]);
+    assert_eq!(s.next_ledger_seq(), 9);
+}
+
+/// A record on a page that does not decode is reported with the page's key and its own
+/// sequence; the records around it still read.
+#[test]
+fn a_damaged_record_on_a_ledger_page_names_the_page_and_the_record() {
+    use crate::records::ledger::{LedgerEntry, LedgerRecord};
+    let tmp = tempfile::tempdir().unwrap();
+    let dup =
+        |j| LedgerRecord::new(1, LedgerEntry::Duplicate { event_id: "e".into(), journal_pos: j });
+    {
+        let mut s = open(tmp.path());
+        s.append_ledger(&[dup(1), dup(2), dup(3)]).unwrap();
+    }
+    let recs = [dup(1).encode(), vec![1, 0xff], dup(3).encode()];
+    let mut key = b"l/".to_vec();
+    key.extend_from_slice(&1u64.to_be_bytes());
+    poke(tmp.path(), STATE, &key, &super::page::encode(recs.iter().map(Vec::as_slice)));
+    let s = open(tmp.path());
+    let all: Vec<_> = s.ledger_from(1).collect();
+    assert_eq!(all.len(), 3);
+    let err = all[1].as_ref().unwrap_err().to_string();
+    assert!(err.contains("key l/1") && err.contains("record 2 of the page"), "{err}");
+    assert_eq!(all[2].as_ref().unwrap().0, 3);
+}
+
 #[test]
 fn a_ledger_value_that_does_not_decode_names_its_key() {
     let tmp = tempfile::tempdir().unwrap();

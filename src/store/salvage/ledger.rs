@@ -6,7 +6,7 @@ use super::{corrupt_gap, key_u64, ranges, Batcher, Copier, Old, Result, Store};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
 use crate::store::archive::alert_key;
-use crate::store::ledger::LEDGER;
+use crate::store::ledger::{ledger_key, raw_entries, LEDGER};
 
 impl Copier<'_> {
     /// Step 5; returns the highest ledger sequence present, readable or not.
@@ -16,23 +16,42 @@ impl Copier<'_> {
         let (mut max, mut last_lost) = (0, None);
         // Per sensor: the highest seq accepted so far and the ledger sequence that accepted it.
         let mut last: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-        for kv in old.state.scan_prefix(LEDGER) {
-            let Ok((k, v)) = kv else {
-                self.count(false, "ledger_scan_stopped");
-                break;
-            };
-            let Some(lseq) = key_u64(&k, LEDGER) else {
-                self.count(false, "ledger");
-                continue;
+        // A page whose framing is damaged: its first sequence, until the next key bounds it.
+        let mut broken: Option<u64> = None;
+        let mut keys = old.state.scan_prefix(LEDGER);
+        let mut records = std::collections::VecDeque::new();
+        loop {
+            let (lseq, bytes) = match records.pop_front() {
+                Some(r) => r,
+                None => {
+                    let Some(kv) = keys.next() else { break };
+                    let Ok((k, v)) = kv else {
+                        self.count(false, "ledger_scan_stopped");
+                        break;
+                    };
+                    let Some(kseq) = key_u64(&k, LEDGER) else {
+                        self.count(false, "ledger");
+                        continue;
+                    };
+                    if let Some(first) = broken.take() {
+                        self.lost_page(first, kseq.max(first + 1) - 1, &mut max, &mut last_lost);
+                    }
+                    // Each record on its own in the fresh store (a page is read record by record).
+                    match raw_entries(&k, &v) {
+                        Ok(rs) => records.extend(rs.into_iter().map(|(q, r)| (q, r.to_vec()))),
+                        Err(_) => broken = Some(kseq),
+                    }
+                    continue;
+                }
             };
             max = max.max(lseq);
-            let Ok(rec) = LedgerRecord::decode(&v) else {
+            let Ok(rec) = LedgerRecord::decode(&bytes) else {
                 last_lost = Some(lseq);
                 super::push_range(&mut self.s.report.lost_ledger, lseq);
                 self.count(false, "ledger");
                 continue;
             };
-            out.put(&k, &v)?;
+            out.put(&ledger_key(lseq), &bytes)?;
             self.count(true, "ledger");
             match rec.entry {
                 LedgerEntry::Accepted {
@@ -94,8 +113,25 @@ impl Copier<'_> {
                 _ => {}
             }
         }
+        if let Some(first) = broken {
+            self.lost_page(first, first, &mut max, &mut last_lost);
+        }
         out.flush()?;
         Ok(max)
+    }
+
+    /// A ledger page from `first` whose framing does not decode: its records up to `last` (the
+    /// key before the next readable one; only `first` when it was the last key) are lost.
+    fn lost_page(&mut self, first: u64, last: u64, max: &mut u64, last_lost: &mut Option<u64>) {
+        *max = (*max).max(last);
+        *last_lost = Some(last);
+        let lost = &mut self.s.report.lost_ledger;
+        if let Some(l) = lost.last_mut().filter(|l| first == l.1 + 1) {
+            l.1 = last;
+        } else if lost.len() < super::MAX_RANGES {
+            lost.push((first, last));
+        }
+        self.count(false, "ledger");
     }
 
     /// Raises the mark of an event the gateway derived (`{gateway}.{sensor}.{seq}`): the decide

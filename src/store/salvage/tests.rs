@@ -27,6 +27,7 @@ fn losses_tied_to_a_sensor_become_corrupt_gaps_and_nothing_is_renumbered() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+    let ledger: Vec<LedgerRecord> = (1..=5).map(|q| accepted(q, q)).collect();
     {
         let mut s = Store::open(&dir, opts.clone()).unwrap();
         for i in 0..5u8 {
@@ -42,14 +43,17 @@ fn losses_tied_to_a_sensor_become_corrupt_gaps_and_nothing_is_renumbered() {
         };
         let mut outbox: Vec<Vec<u8>> = (1..=5).map(event).collect();
         outbox.push(samples.encode());
-        let ledger: Vec<LedgerRecord> = (1..=5).map(|q| accepted(q, q)).collect();
         s.checkpoint_with_ledger(5, b"not a decider snapshot", &outbox, &ledger).unwrap();
     }
     {
         let db = crate::store::open_sled_directly(&dir).unwrap();
         let state = db.open_tree("state").unwrap();
-        // Ledger record 3 accepted seq 3; journal record 2 is the samples' line.
-        state.insert([&b"l/"[..], &3u64.to_be_bytes()].concat(), &b"\x01junk"[..]).unwrap();
+        // Ledger record 3 accepted seq 3 (on the page of the checkpoint's five, under l/1);
+        // journal record 2 is the samples' line.
+        let mut records: Vec<Vec<u8>> = ledger.iter().map(LedgerRecord::encode).collect();
+        records[2] = b"\x01junk".to_vec();
+        let page = crate::store::page::encode(records.iter().map(Vec::as_slice));
+        state.insert([&b"l/"[..], &1u64.to_be_bytes()].concat(), page).unwrap();
         let journal = db.open_tree("journal").unwrap();
         journal.insert(2u64.to_be_bytes(), &b"\x07"[..]).unwrap();
         db.flush().unwrap();

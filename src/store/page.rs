@@ -1,0 +1,94 @@
+//! Pages: the records of one batch under one sled key, so that a checkpoint of a thousand events
+//! writes one sled record per key space instead of a thousand (sled's per-record cost dominated
+//! the durable path, docs/performance.md). A page is keyed by its first record's sequence; its
+//! records have that sequence and the ones after it, in order.
+//!
+//! `[PAGE][count: u32 BE]` then `count` times `[len: u32 BE][record bytes]`, nothing after. A
+//! single record is still stored as itself: every record format begins with its version (1 to 3),
+//! never with [`PAGE`], so a value says which it is.
+
+/// The first byte of a page.
+pub(super) const PAGE: u8 = 0xFE;
+
+/// A page of `records` (at least one).
+pub(super) fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut v = vec![PAGE, 0, 0, 0, 0];
+    let mut n: u32 = 0;
+    for r in records {
+        let len = u32::try_from(r.len()).expect("a record under 4 GiB");
+        v.extend_from_slice(&len.to_be_bytes());
+        v.extend_from_slice(r);
+        n += 1;
+    }
+    v[1..5].copy_from_slice(&n.to_be_bytes());
+    v
+}
+
+/// Whether `value` is a page (else a single record).
+pub(super) fn is_page(value: &[u8]) -> bool {
+    value.first() == Some(&PAGE)
+}
+
+/// How many records `value` holds by its header: 1 for a single record, `None` for a page whose
+/// header is cut short.
+pub(super) fn count(value: &[u8]) -> Option<u64> {
+    if !is_page(value) {
+        return Some(1);
+    }
+    let n = value.get(1..5)?;
+    Some(u64::from(u32::from_be_bytes(n.try_into().ok()?)))
+}
+
+/// The records of a page, or what is wrong with its framing.
+pub(super) fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let n = count(value).ok_or("page header cut short")?;
+    let mut rest = &value[5..];
+    let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+    for i in 0..n {
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(format!("page of {n} records cut short at record {i}"));
+        };
+        let len = u32::from_be_bytes(*len) as usize;
+        if tail.len() < len {
+            return Err(format!("page of {n} records cut short in record {i}"));
+        }
+        out.push(&tail[..len]);
+        rest = &tail[len..];
+    }
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the page's {n} records", rest.len()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_gives_back_its_records() {
+        let recs: [&[u8]; 3] = [b"\x01abc", b"", b"\x01de"];
+        let page = encode(recs);
+        // [PAGE][3][3 bytes: ...][0 bytes][3 bytes: ...]
+        assert_eq!(page[..5], [PAGE, 0, 0, 0, 3]);
+        assert!(is_page(&page));
+        assert_eq!(count(&page), Some(3));
+        assert_eq!(entries(&page).unwrap(), recs);
+        assert!(!is_page(b"\x01abc"));
+        assert_eq!(count(b"\x01abc"), Some(1));
+    }
+
+    #[test]
+    fn a_damaged_page_says_what_is_wrong() {
+        let page = encode([&b"\x01abc"[..], b"\x01de"]);
+        assert_eq!(count(&page[..3]), None);
+        let cut = entries(&page[..page.len() - 1]).unwrap_err();
+        assert!(cut.contains("cut short in record 1"), "{cut}");
+        let mut long = page.clone();
+        long.push(7);
+        assert!(entries(&long).unwrap_err().contains("1 bytes after"));
+        let mut wrong = page;
+        wrong[4] = 9;
+        assert!(entries(&wrong).unwrap_err().contains("page of 9 records cut short at record 2"));
+    }
+}
