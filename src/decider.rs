@@ -157,6 +157,46 @@ impl Decider {
         })
     }
 
+    /// Snapshots hold no duplicate memory from now on: it is handed out in pages by
+    /// [`Decider::take_dedup_page`] and given back with [`Decider::restore_with_dedup`]
+    /// (`crate::rule::dedup`).
+    pub fn keep_dedup_outside(&mut self) {
+        self.engine.dedup_mut().keep_outside();
+    }
+
+    /// The duplicate-memory entries remembered since the last call, packed (empty unless kept
+    /// outside).
+    pub fn take_dedup_page(&mut self) -> Vec<u8> {
+        self.engine.dedup_mut().take_spilled()
+    }
+
+    /// Each machine's duplicate-memory horizon, by machine index.
+    pub fn dedup_horizons(&self) -> Vec<i64> {
+        self.engine.dedup_horizons()
+    }
+
+    /// [`Decider::restore`], then, when the snapshot keeps the duplicate memory outside, the
+    /// pages of it, oldest first (else the pages are not this snapshot's and are not read).
+    pub fn restore_with_dedup<'a>(
+        config: &Config,
+        snapshot: &[u8],
+        pages: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Self, SnapshotError> {
+        let mut d = Decider::restore(config, snapshot)?;
+        let dedup = d.engine.dedup_mut();
+        if dedup.is_outside() {
+            for page in pages {
+                dedup.absorb(page).map_err(SnapshotError::invalid)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Whether this decider's snapshots leave the duplicate memory outside.
+    pub fn dedup_is_outside(&mut self) -> bool {
+        self.engine.dedup_mut().is_outside()
+    }
+
     /// After a salvage that lost the checkpoint (`src/store/salvage.rs`): the next event derived
     /// for each (machine, sensor) is numbered after its mark at least, so no seq is reused. A
     /// sensor name that belongs to another machine keeps its numbering (its samples are rejected

@@ -391,3 +391,56 @@ fn alert_records_carry_the_rule_version_and_a_changed_rule_is_ledgered_at_start(
     assert_eq!(rc[0]["to"], now["rule_version"]);
     assert_ne!(now["rule_version"], version.as_str());
 }
+
+/// The duplicate memory is kept beside the checkpoint, a page per checkpoint, not in its
+/// snapshot: events delivered again after a restart are still duplicates.
+#[test]
+fn events_delivered_again_after_a_restart_are_still_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("events.jsonl");
+    let mut load = linegate::synth::Load::new(2, 300);
+    load.sensors_per_machine = 2;
+    let mut lines = Vec::new();
+    let mut last_at = 0;
+    load.generate(|at, e| {
+        lines.push(serde_json::json!({"at": at, "kind": "event", "event": e}));
+        last_at = at;
+    });
+    let text =
+        |ls: &[serde_json::Value]| ls.iter().map(|l| l.to_string() + "\n").collect::<String>();
+    std::fs::write(&trace, text(&lines)).unwrap();
+    let config = Setup::new(trace.clone()).write(dir.path(), "run.toml");
+    support::daemon::run_to_end(&config, &["--no-forward"]);
+    let first = ledger(&config);
+    let duplicates =
+        |rs: &[serde_json::Value]| rs.iter().filter(|r| r["kind"] == "duplicate").count();
+    {
+        let store =
+            linegate::store::Store::open(&dir.path().join("db"), Default::default()).unwrap();
+        let pages = store.dedup_pages().count();
+        assert!(pages > 10, "a page per checkpoint (20 records each): {pages}");
+    }
+    // The last 100 events again, delivered later.
+    let again: Vec<serde_json::Value> = lines[lines.len() - 100..]
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut l = l.clone();
+            l["at"] = serde_json::json!(last_at + 1000 + i as i64);
+            l
+        })
+        .collect();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&trace).unwrap();
+    std::io::Write::write_all(&mut f, text(&again).as_bytes()).unwrap();
+    drop(f);
+    support::daemon::run_to_end(&config, &["--no-forward"]);
+    let records = ledger(&config);
+    let accepted = accepted_ids(&first);
+    assert_eq!(accepted_ids(&records), accepted, "nothing accepted twice");
+    let resent = again
+        .iter()
+        .filter(|l| accepted.contains(l["event"]["event_id"].as_str().unwrap()))
+        .count();
+    assert!(resent > 90, "{resent} of the 100 were accepted the first time");
+    assert_eq!(duplicates(&records) - duplicates(&first), resent);
+}

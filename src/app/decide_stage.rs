@@ -67,6 +67,8 @@ pub(super) struct DecideStage {
     rule_version: String,
     /// The checkpoint's rule version when it differs from this one (`start` ledgers it).
     pub(super) rule_changed: Option<String>,
+    /// The duplicate memory's pages beside the checkpoint.
+    dedup_pages: DedupPages,
 }
 
 /// Why a live sensor's samples stopped while the gateway was not running.
@@ -78,9 +80,56 @@ pub(super) fn check_checkpoint(config: &Config, store: &Store) -> Result<(), App
     if let Some(cp) = store.last_checkpoint()? {
         let p = CheckpointPayload::decode(&cp.decider)
             .map_err(|e| AppError::Checkpoint(e.to_string()))?;
-        Decider::restore(config, &p.decider).map_err(|e| AppError::Checkpoint(e.to_string()))?;
+        let pages: Vec<(u64, Vec<u8>)> = store.dedup_pages().collect::<Result<_, _>>()?;
+        restore_decider(config, &p.decider, &pages)?;
     }
     Ok(())
+}
+
+/// The decider of a checkpoint's snapshot, with the store's pages of its duplicate memory when
+/// the snapshot keeps that memory outside (`crate::rule::dedup`, `crate::store::DedupChange`).
+pub(crate) fn restore_decider(
+    config: &Config,
+    snapshot: &[u8],
+    pages: &[(u64, Vec<u8>)],
+) -> Result<Decider, AppError> {
+    Decider::restore_with_dedup(config, snapshot, pages.iter().map(|(_, p)| p.as_slice()))
+        .map_err(|e| AppError::Checkpoint(e.to_string()))
+}
+
+/// The pages of the duplicate memory the store holds for the decider, by number, with the latest
+/// event time per machine on each (a page goes once each is behind its machine's horizon).
+#[derive(Debug, Default)]
+struct DedupPages {
+    held: Vec<(u64, Vec<(u32, i64)>)>,
+    /// Pages in the store that are not the decider's (a fresh start, a snapshot from before
+    /// pages): removed with the next checkpoint.
+    stale: Vec<u64>,
+    next: u64,
+}
+
+impl DedupPages {
+    /// What the next checkpoint changes: the page of entries added since the last (`page`), and
+    /// the removal of the stale pages and of those wholly behind `horizons` (by machine index).
+    fn change(&mut self, page: Vec<u8>, horizons: &[i64]) -> crate::store::DedupChange {
+        let mut remove = std::mem::take(&mut self.stale);
+        self.held.retain(|(n, latest)| {
+            let behind = |&(m, t): &(u32, i64)| horizons.get(m as usize).is_some_and(|&h| t < h);
+            let gone = latest.iter().all(behind);
+            if gone {
+                remove.push(*n);
+            }
+            !gone
+        });
+        let add = (!page.is_empty()).then(|| {
+            let n = self.next;
+            self.next += 1;
+            let latest = crate::rule::dedup::latest_per_machine(&page).unwrap_or_default();
+            self.held.push((n, latest));
+            (n, page)
+        });
+        crate::store::DedupChange { add, remove }
+    }
 }
 
 impl DecideStage {
@@ -99,23 +148,23 @@ impl DecideStage {
             // The kept start positions (this start's `Restart` comes after the restore).
             let mut restarts = s.start_positions();
             restarts.push(s.next_journal_pos());
+            let pages: Vec<(u64, Vec<u8>)> = s.dedup_pages().collect::<Result<_, _>>()?;
             (
                 s.last_checkpoint()?,
                 s.decided_through()?.unwrap_or(0),
                 marks,
-                (positions, sensors, restarts),
+                (positions, sensors, restarts, pages),
             )
         };
-        let (positions, sensors, restarts) = positions;
+        let (positions, sensors, restarts, pages) = positions;
         let rule_version = crate::config::rule_version::rule_version(config);
         let mut rule_changed = None;
-        let (decider, mut offsets, last_pos) = match cp {
+        let (mut decider, mut offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
                 let p = CheckpointPayload::decode(&cp.decider)
                     .map_err(|e| AppError::Checkpoint(e.to_string()))?;
-                let d = Decider::restore(config, &p.decider)
-                    .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+                let d = restore_decider(config, &p.decider, &pages)?;
                 // A checkpoint written before versions were kept says nothing: adopted as is.
                 if !p.rule_version.is_empty() && p.rule_version != rule_version {
                     rule_changed = Some(p.rule_version);
@@ -123,6 +172,19 @@ impl DecideStage {
                 (d, p.offsets, cp.journal_pos)
             }
         };
+        // The pages are the decider's when its snapshot keeps the memory outside; else stale.
+        let mut dedup_pages =
+            DedupPages { next: pages.last().map_or(1, |(n, _)| n + 1), ..DedupPages::default() };
+        if decider.dedup_is_outside() {
+            for (n, page) in &pages {
+                let latest = crate::rule::dedup::latest_per_machine(page)
+                    .map_err(|e| AppError::Checkpoint(format!("duplicate memory page {n}: {e}")))?;
+                dedup_pages.held.push((*n, latest));
+            }
+        } else {
+            dedup_pages.stale = pages.iter().map(|(n, _)| *n).collect();
+        }
+        decider.keep_dedup_outside();
         // The positions kept beside the checkpoint: the same offsets, or, when a salvage lost
         // the checkpoint, the only record of how far a source was read.
         for (source, offset) in positions {
@@ -151,6 +213,7 @@ impl DecideStage {
             restarts,
             rule_version,
             rule_changed,
+            dedup_pages,
             live_sources: config
                 .source
                 .iter()
@@ -336,6 +399,8 @@ impl DecideStage {
             offsets: self.offsets.clone(),
             rule_version: self.rule_version.clone(),
         };
+        let dedup =
+            self.dedup_pages.change(self.decider.take_dedup_page(), &self.decider.dedup_horizons());
         let shared = self.store.clone();
         let mut store = lock(&shared);
         let (outbox, ledger, mut puts) =
@@ -348,12 +413,13 @@ impl DecideStage {
             }
         }
         puts.push(crate::store::sensor_book_put(&self.sensors));
-        store.apply_checkpoint_with_archive(
+        store.apply_checkpoint_with_dedup(
             self.last_pos,
             &payload.encode(),
             &outbox,
             &ledger,
             &puts,
+            &dedup,
         )?;
         // The forwarder may publish the new records while the batch commits: the journal they
         // were decided from is durable, a crash before the commit decides them again (the same
@@ -405,5 +471,41 @@ impl DecideStage {
             self.samples_scan_from = seq + 1;
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DedupPages;
+    use crate::rule::dedup::Dedup;
+
+    /// Packed entries of machine `m` at the times `ts`.
+    fn page(m: u32, ts: &[i64]) -> Vec<u8> {
+        let mut d = Dedup::default();
+        d.keep_outside();
+        for &t in ts {
+            d.remember(&format!("e{m}.{t}"), 0, t, m);
+        }
+        d.take_spilled()
+    }
+
+    /// A page goes with the first checkpoint at which every entry on it is behind its machine's
+    /// horizon; stale pages go with the next checkpoint; an empty page is not written.
+    #[test]
+    fn pages_go_once_all_their_entries_are_behind_the_horizons() {
+        let mut p = DedupPages { stale: vec![3], next: 4, ..DedupPages::default() };
+        let c = p.change(page(0, &[100, 200]), &[0]);
+        assert_eq!(c.remove, vec![3]);
+        assert_eq!(c.add.as_ref().map(|a| a.0), Some(4));
+        let c = p.change([page(0, &[300]), page(1, &[50])].concat(), &[0, 0]);
+        assert_eq!((c.add.as_ref().map(|a| a.0), c.remove.clone()), (Some(5), vec![]));
+        // Machine 0's horizon passes 200: page 4 goes; page 5 waits for machine 0 at 300.
+        let c = p.change(Vec::new(), &[201, 51]);
+        assert_eq!((c.add, c.remove), (None, vec![4]));
+        // A machine the engine does not know (no horizon) keeps its page.
+        let c = p.change(page(7, &[1]), &[301, 51]);
+        assert_eq!(c.remove, vec![5]);
+        assert_eq!(p.change(Vec::new(), &[i64::MAX, i64::MAX]).remove, Vec::<u64>::new());
+        assert_eq!(p.held.len(), 1);
     }
 }

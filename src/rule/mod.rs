@@ -227,6 +227,19 @@ impl Engine {
         &self.p
     }
 
+    /// The duplicate memory, for keeping it outside snapshots (`dedup.rs`).
+    pub fn dedup_mut(&mut self) -> &mut Dedup {
+        &mut self.dedup
+    }
+
+    /// Each machine's duplicate-memory horizon (`watermark - allowed_lateness`), by machine
+    /// index: an entry of machine `m` older than `horizons[m]` counts as absent.
+    pub fn dedup_horizons(&self) -> Vec<i64> {
+        (0..self.machines.len() as u32)
+            .map(|m| horizon_of(&self.machines, self.p.allowed_lateness_ms, m))
+            .collect()
+    }
+
     /// Machines in first-seen order with their watermarks.
     pub fn watermarks(&self) -> impl Iterator<Item = (&str, Option<i64>)> {
         self.machines.iter().map(|m| (m.name.as_str(), (m.wm != i64::MIN).then_some(m.wm)))

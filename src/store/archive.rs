@@ -53,6 +53,28 @@ impl Store {
         ledger_adds: &[LedgerRecord],
         archive_puts: &[(Vec<u8>, Vec<u8>)],
     ) -> Result<()> {
+        let none = super::DedupChange::default();
+        self.apply_checkpoint_with_dedup(
+            journal_pos,
+            decider,
+            outbox_adds,
+            ledger_adds,
+            archive_puts,
+            &none,
+        )
+    }
+
+    /// [`Store::apply_checkpoint_with_archive`] that also adds and removes pages of the rule's
+    /// duplicate memory (`dedup_pages.rs`) in the same batch.
+    pub fn apply_checkpoint_with_dedup(
+        &mut self,
+        journal_pos: u64,
+        decider: &[u8],
+        outbox_adds: &[Vec<u8>],
+        ledger_adds: &[LedgerRecord],
+        archive_puts: &[(Vec<u8>, Vec<u8>)],
+        dedup: &super::DedupChange,
+    ) -> Result<()> {
         self.usable()?;
         if let Some((k, _)) = archive_puts.iter().find(|(k, _)| !is_archive_key(k)) {
             return Err(self.refused(format!(
@@ -60,7 +82,14 @@ impl Store {
                 k.escape_ascii()
             )));
         }
-        let r = self.checkpoint_apply(journal_pos, decider, outbox_adds, ledger_adds, archive_puts);
+        let r = self.checkpoint_apply(
+            journal_pos,
+            decider,
+            outbox_adds,
+            ledger_adds,
+            archive_puts,
+            dedup,
+        );
         self.poison_on_error(r)
     }
 

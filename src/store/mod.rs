@@ -17,6 +17,7 @@
 //! | `state` | `n/checkpoint_pos` | u64 BE: the checkpoint's journal position again (same batch), read by a salvage when `c/` does not decode |
 //! | `state` | `n/last_restart`, `n/last_recovery`, `n/starts` | u64 BE: the ledger sequences of the newest `Restart` and `Recovery`, and the journal positions of the last 16 starts, in the batch of those records (`ledger.rs`) |
 //! | `state` | `n/journal_next`, `n/decided_through` | u64 BE, written by a salvage (`salvage.rs`): positions below the first were used; the second, read only while there is no checkpoint, is the last position decided before the damage |
+//! | `state` | `d/` + u64 page number | the rule's duplicate memory kept outside the checkpoint's snapshot: the packed entries one checkpoint added (same batch; `dedup_pages.rs`) |
 //! | `state` | `l/` + u64 ledger sequence (from 1) | a `crate::records::ledger::LedgerRecord`, or a page (`page.rs`) of the records of one batch from that sequence on |
 //! | `state` | `n/ledger_next` | u64 BE: the next ledger sequence |
 //! | `state` | `n/shed_size` | no longer written (an old store's value is ignored) |
@@ -70,6 +71,7 @@
 //!   numbers handed out by [`Store::allocate_seq_block`] are never handed out again.
 
 pub mod archive;
+mod dedup_pages;
 mod error;
 mod fsync;
 mod gaps;
@@ -91,6 +93,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub use dedup_pages::DedupChange;
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;

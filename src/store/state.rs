@@ -118,7 +118,8 @@ impl Store {
         ledger_adds: &[LedgerRecord],
     ) -> Result<()> {
         self.usable()?;
-        let r = self.checkpoint_apply(journal_pos, decider, outbox_adds, ledger_adds, &[]);
+        let none = super::DedupChange::default();
+        let r = self.checkpoint_apply(journal_pos, decider, outbox_adds, ledger_adds, &[], &none);
         self.poison_on_error(r)?;
         self.commit()
     }
@@ -138,6 +139,7 @@ impl Store {
         outbox_adds: &[Vec<u8>],
         ledger_adds: &[LedgerRecord],
         puts: &[(Vec<u8>, Vec<u8>)],
+        dedup: &super::DedupChange,
     ) -> Result<()> {
         if journal_pos >= self.next_journal || journal_pos < self.checkpoint_pos {
             return Err(self.refused(format!(
@@ -166,6 +168,7 @@ impl Store {
         for (k, v) in puts {
             batch.insert(k.as_slice(), v.as_slice());
         }
+        dedup.write(&mut batch);
         failpoint!("store::checkpoint::before_apply");
         self.state
             .apply_batch(batch)

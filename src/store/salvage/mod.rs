@@ -338,15 +338,39 @@ impl Copier<'_> {
             return Ok(0);
         };
         self.decided = self.decided.max(cp.journal_pos);
+        // The pages of the duplicate memory the snapshot may keep outside go with it: all of
+        // them readable, or the checkpoint is not kept.
+        let mut pages = Vec::new();
+        for kv in old.state.scan_prefix(crate::store::dedup_pages::DEDUP) {
+            match kv {
+                Ok((k, v)) if crate::rule::dedup::latest_per_machine(&v).is_ok() => {
+                    pages.push((k, v));
+                }
+                _ => {
+                    pages.clear();
+                    self.count(false, "dedup_pages");
+                    return Ok(self.checkpoint_dropped(cp.journal_pos));
+                }
+            }
+        }
         let usable = keep
             && CheckpointPayload::decode(&cp.decider).ok().is_some_and(|p| {
                 crate::records::snapshot::decode::<serde::de::IgnoredAny>(&p.decider).is_ok()
             });
         if usable {
             fresh.state.insert(CHECKPOINT, v).map_err(|e| failed(fresh.path(), e))?;
+            for (k, v) in pages {
+                fresh.state.insert(k, v).map_err(|e| failed(fresh.path(), e))?;
+            }
         }
         self.count(usable, "checkpoint");
         Ok(cp.journal_pos)
+    }
+
+    /// The checkpoint is not copied (its duplicate memory did not read): its position only.
+    fn checkpoint_dropped(&mut self, journal_pos: u64) -> u64 {
+        self.count(false, "checkpoint");
+        journal_pos
     }
 }
 

@@ -106,3 +106,51 @@ fn touching_gaps_of_raw_samples_merge_per_sensor() {
     let want = vec![gap("a", 0, 2000), gap("b", 0, 1000), events, gap("a", 3000, 4000)];
     assert_eq!(ledger::merge_sample_gaps(gaps), want);
 }
+
+/// A salvage that keeps the checkpoint keeps the pages of the duplicate memory beside it; when
+/// one of them does not read, the checkpoint is not kept either (the decide stage re-derives).
+#[test]
+fn duplicate_memory_pages_go_with_their_checkpoint() {
+    let mut d = crate::rule::dedup::Dedup::default();
+    d.keep_outside();
+    d.remember("gw.s.1", 7, 1000, 0);
+    let page = d.take_spilled();
+    for damaged_page in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+        {
+            let mut s = Store::open(&dir, opts.clone()).unwrap();
+            s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+            let payload = crate::records::checkpoint::CheckpointPayload {
+                decider: crate::records::snapshot::encode(&1u8),
+                offsets: Default::default(),
+                rule_version: String::new(),
+            };
+            let change = crate::store::DedupChange { add: Some((1, page.clone())), remove: vec![] };
+            s.apply_checkpoint_with_dedup(1, &payload.encode(), &[event(1)], &[], &[], &change)
+                .unwrap();
+            s.commit().unwrap();
+        }
+        {
+            let db = crate::store::open_sled_directly(&dir).unwrap();
+            let state = db.open_tree("state").unwrap();
+            // An outbox record that does not decode: the start-up check fails, a salvage runs.
+            state.insert([&b"o/"[..], &1u64.to_be_bytes()].concat(), &b"\x01junk"[..]).unwrap();
+            if damaged_page {
+                state.insert([&b"d/"[..], &1u64.to_be_bytes()].concat(), &page[..35]).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let (s, rec) = Store::open_or_recover(&dir, opts, 1).unwrap();
+        assert!(rec.is_some(), "a salvage ran");
+        let pages: Vec<(u64, Vec<u8>)> = s.dedup_pages().collect::<Result<_>>().unwrap();
+        if damaged_page {
+            assert_eq!(pages, vec![]);
+            assert_eq!(s.last_checkpoint().unwrap(), None);
+        } else {
+            assert_eq!(pages, vec![(1, page.clone())]);
+            assert_eq!(s.last_checkpoint().unwrap().map(|c| c.journal_pos), Some(1));
+        }
+    }
+}
