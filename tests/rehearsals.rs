@@ -463,11 +463,7 @@ fn damage_found_while_running() {
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--no-forward"]);
     let store = stage.dir.path().join("db");
-    let db = linegate::store::open_sled_directly(&store).unwrap();
-    let key = [&b"o/"[..], &150u64.to_be_bytes()].concat();
-    db.open_tree("state").unwrap().insert(key, &b"\x01junk"[..]).unwrap();
-    db.flush().unwrap();
-    drop(db);
+    support::damage_outbox_record(&store, 150, b"\x01junk");
     stage.append(rest);
 
     let mut d = Daemon::start(&stage.config, &["--exit-at-end", "--no-forward"], &[]);

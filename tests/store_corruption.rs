@@ -224,10 +224,7 @@ fn a_record_that_does_not_decode_is_found_at_start_up_and_counted() {
 
 /// Writes bytes that do not decode over outbox record `seq` of the closed store in `dir`.
 fn damage_outbox(dir: &Path, seq: u64) {
-    let db = linegate::store::open_sled_directly(dir).unwrap();
-    let key = [&b"o/"[..], &seq.to_be_bytes()].concat();
-    db.open_tree("state").unwrap().insert(key, &b"\x01garbage"[..]).unwrap();
-    db.flush().unwrap();
+    support::damage_outbox_record(dir, seq, b"\x01garbage");
 }
 
 #[test]

@@ -138,32 +138,18 @@ impl Store {
     pub fn outbox_depth(&self) -> Result<(u64, u64)> {
         let mut n = (0, 0);
         for kv in self.state.scan_prefix(super::state::OUTBOX) {
-            let (_, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-            n.0 += 1;
-            n.1 += v.len() as u64;
+            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+            let records = super::outbox_pages::outbox_entries(&k, &v)
+                .map_err(|what| self.corrupt(super::STATE, &k, what))?;
+            n.0 += records.len() as u64;
+            n.1 += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
         }
         Ok(n)
     }
 
     /// Outbox records awaiting acknowledgement from sequence `seq` on, in sequence order.
     pub fn outbox_pending_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
-        let path: PathBuf = self.path.clone();
-        let range = super::state::outbox_key(seq)..super::state::outbox_key(u64::MAX);
-        self.state.range(range).map(move |kv| {
-            let (k, v) = kv.map_err(|source| StoreError::Sled {
-                path: path.clone(),
-                op: "iterate o/ in tree state".into(),
-                source,
-            })?;
-            let seq = k
-                .strip_prefix(super::state::OUTBOX)
-                .and_then(|r| <[u8; 8]>::try_from(r).ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| {
-                    super::corrupt(&path, super::STATE, &k, "outbox key is not o/ + 8 bytes")
-                })?;
-            Ok((seq, v.to_vec()))
-        })
+        self.outbox_from(seq)
     }
 
     /// The journal position of the last checkpoint (0 when there is none).

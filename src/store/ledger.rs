@@ -101,9 +101,7 @@ impl Store {
     fn outbox_ack_apply(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
         failpoint!("store::outbox::before_ack");
         let mut batch = sled::Batch::default();
-        for &seq in seqs {
-            batch.remove(&super::state::outbox_key(seq));
-        }
+        self.outbox_remove(&mut batch, seqs)?;
         let next = self.batch_ledger(&mut batch, ledger);
         self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
         self.state_unsynced.store(true, Ordering::Release);
@@ -157,8 +155,7 @@ impl Store {
     /// single record under a key a page also covers, which only damage leaves) is given once.
     pub fn ledger_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, LedgerRecord)>> {
         let path: PathBuf = self.path.clone();
-        let start = self.ledger_key_covering(seq);
-        let mut next = seq;
+        let (start, from) = (page::covering_seq(&self.state, LEDGER, seq), seq);
         self.state
             .range(ledger_key(start)..ledger_key(u64::MAX))
             .flat_map(move |kv| match kv {
@@ -169,27 +166,7 @@ impl Store {
                     source,
                 })],
             })
-            .filter(move |r| match r {
-                Ok((s, _)) if *s < next => false,
-                Ok((s, _)) => {
-                    next = s + 1;
-                    true
-                }
-                Err(_) => true,
-            })
-    }
-
-    /// The key under which ledger record `seq` is stored: `seq` itself, or the first sequence of
-    /// the page holding it.
-    fn ledger_key_covering(&self, seq: u64) -> u64 {
-        let before = self.state.range(ledger_key(0)..=ledger_key(seq)).next_back();
-        match before {
-            Some(Ok((k, v))) => match (key_seq(&k), page::count(&v)) {
-                (Some(first), Some(n)) if first.saturating_add(n) > seq => first,
-                _ => seq,
-            },
-            _ => seq,
-        }
+            .filter(page::ascending_from(from))
     }
 
     /// On open: the next ledger sequence.
@@ -199,24 +176,12 @@ impl Store {
                 None => 1,
                 Some(v) => decode_u64(&self.path, STATE, LEDGER_NEXT, &v)?,
             };
-        // The last key and, when it holds a page, the records after it on that page (a page whose
-        // header is damaged counts as one record: the start-up check reports it).
-        let last = self
-            .state
-            .scan_prefix(LEDGER)
-            .next_back()
-            .transpose()
+        let last = page::last_seq(&self.state, LEDGER)
             .map_err(self.sled_err("read last l/ key of tree state"))?
-            .and_then(|(k, v)| Some(key_seq(&k)? + page::count(&v).unwrap_or(1).max(1) - 1))
             .unwrap_or(0);
         self.next_ledger = stored.max(last.saturating_add(1)).max(1);
         Ok(())
     }
-}
-
-/// The sequence in an `l/` key.
-pub(super) fn key_seq(k: &[u8]) -> Option<u64> {
-    k.strip_prefix(LEDGER).and_then(|r| <[u8; 8]>::try_from(r).ok()).map(u64::from_be_bytes)
 }
 
 /// The records `(sequence, bytes)` under one `l/` key (one, or a page's), or what is wrong with
@@ -225,12 +190,7 @@ pub(super) fn raw_entries<'v>(
     k: &[u8],
     v: &'v [u8],
 ) -> std::result::Result<Vec<(u64, &'v [u8])>, String> {
-    let first = key_seq(k).ok_or("ledger key is not l/ + 8 bytes")?;
-    if !page::is_page(v) {
-        return Ok(vec![(first, v)]);
-    }
-    let records = page::entries(v)?;
-    Ok((first..).zip(records).collect())
+    page::keyed_entries(LEDGER, k, v)
 }
 
 /// The records `(sequence, record)` under one `l/` key from sequence `from` on; a
@@ -251,10 +211,12 @@ pub(super) fn decode_entries(
         .into_iter()
         .filter(|(seq, _)| *seq >= from)
         .map(|(seq, bytes)| {
-            let rec = LedgerRecord::decode(bytes).map_err(|e| {
-                let what =
-                    if paged { format!("record {seq} of the page: {e}") } else { e.to_string() };
-                corrupt(path, STATE, k, what)
+            let rec = LedgerRecord::decode(bytes).map_err(|e| match paged {
+                true => {
+                    let what = format!("{e} (on the page under {})", super::show_key(k));
+                    corrupt(path, STATE, &ledger_key(seq), what)
+                }
+                false => corrupt(path, STATE, k, e.to_string()),
             })?;
             Ok((seq, rec))
         })

@@ -1,8 +1,7 @@
 //! Range reads of the outbox (`o/` keys of tree `state`), for the forwarder: it reads the
 //! records after the last one it holds, a bounded number at a time, instead of the whole outbox.
 
-use super::state::{outbox_key, OUTBOX};
-use super::{corrupt, Result, Store, StoreError, STATE};
+use super::{Result, Store};
 
 /// Records `(sequence, bytes)` kept by [`Store::outbox_scan`] and the last sequence it scanned.
 pub type OutboxScan = (Vec<(u64, Vec<u8>)>, Option<u64>);
@@ -24,34 +23,14 @@ impl Store {
         let Some(from) = after.checked_add(1) else { return Ok((Vec::new(), None)) };
         let mut out = Vec::new();
         let mut last = None;
-        for kv in self.state.range(outbox_key(from)..).take(limit) {
-            let (k, v) = kv.map_err(|source| StoreError::Sled {
-                path: self.path.clone(),
-                op: "range over o/ in tree state".into(),
-                source,
-            })?;
-            let Some(seq) =
-                k.strip_prefix(OUTBOX).map(|r| <[u8; 8]>::try_from(r).map(u64::from_be_bytes))
-            else {
-                break; // past the o/ keys
-            };
-            let seq =
-                seq.map_err(|_| corrupt(&self.path, STATE, &k, "outbox key is not o/ + 8 bytes"))?;
+        for r in self.outbox_from(from).take(limit) {
+            let (seq, bytes) = r?;
             last = Some(seq);
-            if keep(&v) {
-                out.push((seq, v.to_vec()));
+            if keep(&bytes) {
+                out.push((seq, bytes));
             }
         }
         Ok((out, last))
-    }
-
-    /// Whether outbox record `seq` is still pending.
-    pub fn outbox_contains(&self, seq: u64) -> Result<bool> {
-        self.state.contains_key(outbox_key(seq)).map_err(|source| StoreError::Sled {
-            path: self.path.clone(),
-            op: "look up an o/ key in tree state".into(),
-            source,
-        })
     }
 }
 

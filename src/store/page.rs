@@ -8,10 +8,10 @@
 //! never with [`PAGE`], so a value says which it is.
 
 /// The first byte of a page.
-pub(super) const PAGE: u8 = 0xFE;
+pub const PAGE: u8 = 0xFE;
 
 /// A page of `records` (at least one).
-pub(super) fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut v = vec![PAGE, 0, 0, 0, 0];
     let mut n: u32 = 0;
     for r in records {
@@ -25,13 +25,13 @@ pub(super) fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8>
 }
 
 /// Whether `value` is a page (else a single record).
-pub(super) fn is_page(value: &[u8]) -> bool {
+pub fn is_page(value: &[u8]) -> bool {
     value.first() == Some(&PAGE)
 }
 
 /// How many records `value` holds by its header: 1 for a single record, `None` for a page whose
 /// header is cut short.
-pub(super) fn count(value: &[u8]) -> Option<u64> {
+pub fn count(value: &[u8]) -> Option<u64> {
     if !is_page(value) {
         return Some(1);
     }
@@ -40,7 +40,7 @@ pub(super) fn count(value: &[u8]) -> Option<u64> {
 }
 
 /// The records of a page, or what is wrong with its framing.
-pub(super) fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
     let n = count(value).ok_or("page header cut short")?;
     let mut rest = &value[5..];
     let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
@@ -59,6 +59,63 @@ pub(super) fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
         return Err(format!("{} bytes after the page's {n} records", rest.len()));
     }
     Ok(out)
+}
+
+/// The sequence in a key `prefix` + u64 BE.
+pub(super) fn key_seq(prefix: &[u8], k: &[u8]) -> Option<u64> {
+    k.strip_prefix(prefix).and_then(|r| <[u8; 8]>::try_from(r).ok()).map(u64::from_be_bytes)
+}
+
+/// The records `(sequence, bytes)` stored under key `k` (`prefix` + the first one's sequence):
+/// the value itself, or a page's records; or what is wrong with the key or the page's framing.
+pub(super) fn keyed_entries<'v>(
+    prefix: &[u8],
+    k: &[u8],
+    v: &'v [u8],
+) -> Result<Vec<(u64, &'v [u8])>, String> {
+    let first = key_seq(prefix, k)
+        .ok_or_else(|| format!("key is not {} + 8 bytes", prefix.escape_ascii()))?;
+    if !is_page(v) {
+        return Ok(vec![(first, v)]);
+    }
+    Ok((first..).zip(entries(v)?).collect())
+}
+
+/// The sequence of the key in `tree` under which record `seq` of the `prefix` keys lies: `seq`
+/// itself, or the first sequence of the page holding it.
+pub(super) fn covering_seq(tree: &sled::Tree, prefix: &[u8], seq: u64) -> u64 {
+    let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
+    match tree.range(key(0)..=key(seq)).next_back() {
+        Some(Ok((k, v))) => match (key_seq(prefix, &k), count(&v)) {
+            (Some(first), Some(n)) if first.saturating_add(n) > seq => first,
+            _ => seq,
+        },
+        _ => seq,
+    }
+}
+
+/// A filter over `(sequence, _)` results that passes each sequence once, ascending, from `from`
+/// on (a record damage put under two keys is given once), and every error.
+pub(super) fn ascending_from<T, E>(from: u64) -> impl FnMut(&Result<(u64, T), E>) -> bool {
+    let mut next = from;
+    move |r| match r {
+        Ok((s, _)) if *s < next => false,
+        Ok((s, _)) => {
+            next = s + 1;
+            true
+        }
+        Err(_) => true,
+    }
+}
+
+/// The last sequence stored under the `prefix` keys of `tree` (0 when none): the last key's,
+/// and the records after it on its page (a page whose header is damaged counts as one record);
+/// `Err(key)` when the last key is not `prefix` + 8 bytes.
+pub(super) fn last_seq(tree: &sled::Tree, prefix: &[u8]) -> sled::Result<Result<u64, sled::IVec>> {
+    let Some((k, v)) = tree.scan_prefix(prefix).next_back().transpose()? else {
+        return Ok(Ok(0));
+    };
+    Ok(key_seq(prefix, &k).map(|first| first + count(&v).unwrap_or(1).max(1) - 1).ok_or(k))
 }
 
 #[cfg(test)]

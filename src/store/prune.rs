@@ -80,8 +80,7 @@ impl Store {
                 break;
             }
             if let Some((outbox_seq, _)) = owed(&rec.entry) {
-                let key = super::state::outbox_key(outbox_seq);
-                if self.state.contains_key(key).map_err(self.sled_err("read o/ in tree state"))? {
+                if self.outbox_contains(outbox_seq)? {
                     break;
                 }
             }

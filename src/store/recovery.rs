@@ -136,10 +136,29 @@ impl Store {
             let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
             super::journal::decode(&self.path, &self.segments, &k, &v)?;
         }
+        // The first and the last RECOVERY_SCAN records (a page's framing is checked whole).
         let outbox = || self.state.scan_prefix(super::state::OUTBOX);
-        for kv in outbox().take(RECOVERY_SCAN).chain(outbox().rev().take(RECOVERY_SCAN)) {
-            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-            OutboxRecord::decode(&v).map_err(|e| self.corrupt(super::STATE, &k, e.0))?;
+        for keys in [&mut outbox() as &mut dyn Iterator<Item = _>, &mut outbox().rev()] {
+            let mut left = RECOVERY_SCAN;
+            for kv in keys {
+                let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+                let records = super::outbox_pages::outbox_entries(&k, &v)
+                    .map_err(|what| self.corrupt(super::STATE, &k, what))?;
+                let paged = super::page::is_page(&v);
+                for (seq, r) in records.into_iter().take(left) {
+                    OutboxRecord::decode(r).map_err(|e| {
+                        let what = match paged {
+                            true => format!("{} (on the page under {})", e.0, super::show_key(&k)),
+                            false => e.0,
+                        };
+                        self.corrupt(super::STATE, &super::state::outbox_key(seq), what)
+                    })?;
+                    left -= 1;
+                }
+                if left == 0 {
+                    break;
+                }
+            }
         }
         let last_ledger = self.next_ledger.saturating_sub(RECOVERY_SCAN as u64).max(1);
         for r in self.ledger_from(1).take(RECOVERY_SCAN).chain(self.ledger_from(last_ledger)) {
@@ -168,7 +187,11 @@ impl Store {
         format!(
             "{}; {}",
             show("journal positions", ends(&self.journal, b"")),
-            show("outbox sequences", ends(&self.state, super::state::OUTBOX))
+            show(
+                "outbox sequences",
+                ends(&self.state, super::state::OUTBOX)
+                    .map(|(a, b)| (a, b.max(self.outbox_last_seq().unwrap_or(b))))
+            )
         )
     }
 }

@@ -54,7 +54,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::journal::{decode_meta, Body};
-use super::state::{outbox_key, OUTBOX, OUTBOX_NEXT};
+use super::state::{outbox_key, OUTBOX_NEXT};
 use super::{failpoint, Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
@@ -179,9 +179,10 @@ impl Store {
     /// Samples frames in the outbox that `protect` does not name, and those it names.
     fn count_sheddable(&self, protect: Protect<'_>) -> Result<(u64, u64)> {
         let (mut sheddable, mut protected) = (0, 0);
-        for kv in self.state.scan_prefix(OUTBOX) {
-            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-            let rec = OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &k, e.0))?;
+        for r in self.outbox_from(0) {
+            let (seq, v) = r?;
+            let rec =
+                OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &outbox_key(seq), e.0))?;
             if let OutboxRecord::Samples { machine, sensor, t0_ms, rate_hz, n, .. } = rec {
                 let to_ms = t0_ms.saturating_add(frame_span_ms(n, rate_hz));
                 if protect(&machine, &sensor, t0_ms, to_ms) {
@@ -204,18 +205,14 @@ impl Store {
         protect: Protect<'_>,
     ) -> Result<(Vec<Victim>, u64)> {
         let (mut victims, mut next, mut picked) = (Vec::new(), from_seq, 0u64);
-        for kv in self.state.range(outbox_key(from_seq)..outbox_key(u64::MAX)) {
+        for r in self.outbox_from(from_seq) {
             if victims.len() >= SHED_BATCH || picked >= want_bytes {
                 break;
             }
-            let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-            let seq = k
-                .strip_prefix(OUTBOX)
-                .and_then(|r| <[u8; 8]>::try_from(r).ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| self.corrupt(STATE, &k, "outbox key is not o/ + 8 bytes"))?;
+            let (seq, v) = r?;
             next = seq + 1;
-            let rec = OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &k, e.0))?;
+            let rec =
+                OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &outbox_key(seq), e.0))?;
             let OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n } = rec
             else {
                 continue;
@@ -265,9 +262,8 @@ impl Store {
     ) -> Result<()> {
         let runs = runs_of(victims);
         let mut batch = sled::Batch::default();
-        for v in victims {
-            batch.remove(&outbox_key(v.outbox_seq));
-        }
+        let seqs: Vec<u64> = victims.iter().map(|v| v.outbox_seq).collect();
+        self.outbox_remove(&mut batch, &seqs)?;
         let mut outbox_seq = self.next_outbox;
         let mut ledger = Vec::with_capacity(runs.len());
         let mut gaps = Vec::with_capacity(runs.len());

@@ -1,9 +1,9 @@
 //! The `state` tree: checkpoint, outbox and counters, which commit together in one batch.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::{corrupt, decode_u64, failpoint, Result, Store, StoreError, STATE};
+use super::{corrupt, decode_u64, failpoint, Result, Store, STATE};
 use crate::records::ledger::LedgerRecord;
 
 pub(super) const CHECKPOINT: &[u8] = b"c/";
@@ -83,15 +83,6 @@ pub(super) fn decode_checkpoint(path: &Path, value: &[u8]) -> Result<Checkpoint>
     }
 }
 
-fn decode_outbox(path: &Path, key: &[u8], value: &[u8]) -> Result<(u64, Vec<u8>)> {
-    let seq = key
-        .strip_prefix(OUTBOX)
-        .and_then(|r| <[u8; 8]>::try_from(r).ok())
-        .map(u64::from_be_bytes)
-        .ok_or_else(|| corrupt(path, STATE, key, "outbox key is not o/ + 8 bytes"))?;
-    Ok((seq, value.to_vec()))
-}
-
 impl Store {
     /// Commits the decide stage's progress: the checkpoint (`journal_pos`, the last journal
     /// position consumed, and the decider snapshot), the outbox records it adds, and the next
@@ -158,11 +149,8 @@ impl Store {
         let mut batch = sled::Batch::default();
         batch.insert(CHECKPOINT, value);
         batch.insert(CHECKPOINT_POS, &journal_pos.to_be_bytes());
-        let mut seq = self.next_outbox;
-        for record in outbox_adds {
-            batch.insert(&outbox_key(seq), record.as_slice());
-            seq += 1;
-        }
+        Store::batch_outbox_adds(&mut batch, self.next_outbox, outbox_adds);
+        let seq = self.next_outbox + outbox_adds.len() as u64;
         batch.insert(OUTBOX_NEXT, &seq.to_be_bytes());
         let next_ledger = self.batch_ledger(&mut batch, ledger_adds);
         for (k, v) in puts {
@@ -191,15 +179,7 @@ impl Store {
 
     /// Outbox records awaiting acknowledgement, `(sequence, bytes)` in sequence order.
     pub fn outbox_pending(&self) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
-        let path: PathBuf = self.path.clone();
-        self.state.scan_prefix(OUTBOX).map(move |kv| match kv {
-            Ok((k, v)) => decode_outbox(&path, &k, &v),
-            Err(source) => Err(StoreError::Sled {
-                path: path.clone(),
-                op: "iterate o/ in tree state".into(),
-                source,
-            }),
-        })
+        self.outbox_from(0)
     }
 
     /// Removes outbox record `seq` once its publication is acknowledged, and commits. Acking a
@@ -212,11 +192,11 @@ impl Store {
 
     fn outbox_ack_inner(&mut self, seq: u64) -> Result<()> {
         failpoint!("store::outbox::before_ack");
-        let removed = self
-            .state
-            .remove(outbox_key(seq))
-            .map_err(self.sled_err("remove outbox record from tree state"))?;
-        if removed.is_some() {
+        let mut batch = sled::Batch::default();
+        if self.outbox_remove(&mut batch, &[seq])? > 0 {
+            self.state
+                .apply_batch(batch)
+                .map_err(self.sled_err("remove outbox record from tree state"))?;
             self.commit()?;
         }
         Ok(())
@@ -233,16 +213,7 @@ impl Store {
         let outbox_next = read(OUTBOX_NEXT)?.unwrap_or(1);
         let journal_start = read(JOURNAL_START)?.unwrap_or(1);
         let journal_next = read(JOURNAL_NEXT)?.unwrap_or(1);
-        let last_outbox = match self
-            .state
-            .scan_prefix(OUTBOX)
-            .next_back()
-            .transpose()
-            .map_err(self.sled_err("read last o/ key of tree state"))?
-        {
-            None => 0,
-            Some((k, v)) => decode_outbox(&self.path, &k, &v)?.0,
-        };
+        let last_outbox = self.outbox_last_seq()?;
         self.next_outbox = outbox_next.max(last_outbox.saturating_add(1)).max(1);
         self.journal_start = journal_start.max(1);
         self.checkpoint_pos = self.last_checkpoint()?.map_or(0, |c| c.journal_pos);

@@ -331,7 +331,7 @@ fn a_damaged_record_on_a_ledger_page_names_the_page_and_the_record() {
     let all: Vec<_> = s.ledger_from(1).collect();
     assert_eq!(all.len(), 3);
     let err = all[1].as_ref().unwrap_err().to_string();
-    assert!(err.contains("key l/1") && err.contains("record 2 of the page"), "{err}");
+    assert!(err.contains("key l/2") && err.contains("on the page under l/1"), "{err}");
     assert_eq!(all[2].as_ref().unwrap().0, 3);
 }
 

@@ -247,3 +247,22 @@ pub async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Replaces outbox record `seq` in the closed store at `dir` by `bytes`, in place: on the page
+/// of its checkpoint (under the key of the page's first record) or under its own key.
+pub fn damage_outbox_record(dir: &Path, seq: u64, bytes: &[u8]) {
+    let db = linegate::store::open_sled_directly(dir).unwrap();
+    let state = db.open_tree("state").unwrap();
+    let key = [&b"o/"[..], &seq.to_be_bytes()].concat();
+    let (k, v) = state.range(&b"o/"[..]..=&key[..]).next_back().unwrap().unwrap();
+    let first = u64::from_be_bytes(k[2..].try_into().unwrap());
+    if linegate::store::page::is_page(&v) {
+        let mut records = linegate::store::page::entries(&v).unwrap();
+        records[(seq - first) as usize] = bytes;
+        state.insert(k, linegate::store::page::encode(records)).unwrap();
+    } else {
+        assert_eq!(first, seq, "outbox record {seq} is not in the store");
+        state.insert(k, bytes).unwrap();
+    }
+    db.flush().unwrap();
+}

@@ -45,11 +45,12 @@ use std::path::Path;
 use super::archive::{ALERTS, QUARANTINE};
 use super::journal::{decode_meta, Body};
 use super::ledger::LEDGER_NEXT;
+use super::outbox_pages::{outbox_entries, outbox_value};
 use super::prune::PRUNED;
 use super::segments::{segment_path, RAW_DIR};
 use super::state::{
-    decode_checkpoint, decode_source_position, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH,
-    JOURNAL_NEXT, JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
+    decode_checkpoint, decode_source_position, outbox_key, CHECKPOINT, CHECKPOINT_POS,
+    DECIDED_THROUGH, JOURNAL_NEXT, JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
 };
 use super::{failpoint, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
@@ -242,15 +243,45 @@ impl Copier<'_> {
     fn outbox(&mut self, old: &Old<'_>, fresh: &Store, now_ms: i64) -> Result<u64> {
         let mut out = Batcher::new(&fresh.state, fresh.path());
         let mut max = 0;
-        for kv in old.state.scan_prefix(OUTBOX) {
-            let Ok((k, v)) = kv else {
-                self.count(false, "outbox_scan_stopped");
-                break;
-            };
-            let Some(seq) = key_u64(&k, OUTBOX) else {
-                self.count(false, "outbox");
+        // Each record on its own in the fresh store (a page is read record by record; one whose
+        // framing does not decode loses its records up to the next key).
+        let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut broken: Option<u64> = None;
+        let mut keys = old.state.scan_prefix(OUTBOX);
+        loop {
+            if records.is_empty() {
+                let Some(kv) = keys.next() else { break };
+                let Ok((k, v)) = kv else {
+                    self.count(false, "outbox_scan_stopped");
+                    break;
+                };
+                let Some(first) = key_u64(&k, OUTBOX) else {
+                    self.count(false, "outbox");
+                    continue;
+                };
+                if let Some(b) = broken.take() {
+                    // Seqs b..first were on a page that did not decode.
+                    max = max.max(first.saturating_sub(1)).max(b);
+                    for seq in b..first.max(b + 1) {
+                        if self.lost_outbox.len() >= MAX_LOST {
+                            break;
+                        }
+                        self.lost_outbox.insert((seq, None));
+                    }
+                }
+                match outbox_entries(&k, &v) {
+                    Ok(rs) => {
+                        records = rs.into_iter().rev().map(|(s, r)| (s, r.to_vec())).collect()
+                    }
+                    Err(_) => {
+                        broken = Some(first);
+                        self.count(false, "outbox");
+                    }
+                }
                 continue;
-            };
+            }
+            let (seq, v) = records.pop().expect("not empty");
+            let k = outbox_key(seq);
             max = max.max(seq);
             match OutboxRecord::decode(&v) {
                 Ok(OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n }) => {
@@ -263,7 +294,7 @@ impl Copier<'_> {
                             .map_err(|e| failed(fresh.path(), e))?,
                     };
                     if held {
-                        out.put(&k, &v)?;
+                        out.put(&k, &outbox_value(&[&v]))?;
                         self.count(true, "outbox");
                     } else {
                         let to_ms = t0_ms + (f64::from(n) * 1000.0 / rate_hz).ceil() as i64;
@@ -277,7 +308,7 @@ impl Copier<'_> {
                     if let OutboxRecord::Event { machine, sensor, seq, event_id, .. } = rec {
                         self.mark_derived(&event_id, machine, sensor, seq);
                     }
-                    out.put(&k, &v)?;
+                    out.put(&k, &outbox_value(&[&v]))?;
                     self.count(true, "outbox");
                 }
                 Err(_) => {
@@ -286,6 +317,12 @@ impl Copier<'_> {
                     }
                     self.count(false, "outbox");
                 }
+            }
+        }
+        if let Some(b) = broken {
+            max = max.max(b);
+            if self.lost_outbox.len() < MAX_LOST {
+                self.lost_outbox.insert((b, None));
             }
         }
         out.flush()?;

@@ -1,0 +1,166 @@
+//! The outbox in pages (`page.rs`): the records a checkpoint adds are one sled value under the
+//! key of the first (`o/` + its sequence), read back record by record. An acknowledgement or a
+//! shed removes records from a page by writing what is left of it again, in runs of consecutive
+//! sequences, each under the key of its first record; a page left empty goes. A single record is
+//! stored as itself, unless its bytes begin like a page (then as a page of one).
+//!
+//! Every reader goes through [`Store::outbox_from`], [`Store::outbox_contains`] and
+//! [`outbox_entries`]; every removal through [`Store::outbox_remove`].
+
+use std::path::PathBuf;
+
+use super::page;
+use super::state::{outbox_key, OUTBOX};
+use super::{corrupt, Result, Store, StoreError, STATE};
+
+/// The records `(sequence, bytes)` under one `o/` key, or what is wrong with the key or the
+/// page's framing.
+pub(super) fn outbox_entries<'v>(
+    k: &[u8],
+    v: &'v [u8],
+) -> std::result::Result<Vec<(u64, &'v [u8])>, String> {
+    page::keyed_entries(OUTBOX, k, v)
+}
+
+/// The value that stores `records` (of consecutive sequences) under the first one's key.
+pub(super) fn outbox_value(records: &[&[u8]]) -> Vec<u8> {
+    match records {
+        [one] if !page::is_page(one) => one.to_vec(),
+        _ => page::encode(records.iter().copied()),
+    }
+}
+
+impl Store {
+    /// The key under which outbox record `seq` lies: `seq`, or the first sequence of its page.
+    fn outbox_key_covering(&self, seq: u64) -> u64 {
+        page::covering_seq(&self.state, OUTBOX, seq)
+    }
+
+    /// Outbox records `(sequence, bytes)` from sequence `from` on, in order.
+    pub(super) fn outbox_from(&self, from: u64) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
+        let path: PathBuf = self.path.clone();
+        let start = self.outbox_key_covering(from);
+        self.state
+            .range(outbox_key(start)..outbox_key(u64::MAX))
+            .flat_map(move |kv| -> Vec<Result<(u64, Vec<u8>)>> {
+                let (k, v) = match kv {
+                    Ok(kv) => kv,
+                    Err(source) => {
+                        let op = "iterate o/ in tree state".into();
+                        return vec![Err(StoreError::Sled { path: path.clone(), op, source })];
+                    }
+                };
+                match outbox_entries(&k, &v) {
+                    Ok(rs) => rs
+                        .into_iter()
+                        .filter(|(s, _)| *s >= from)
+                        .map(|(s, r)| Ok((s, r.to_vec())))
+                        .collect(),
+                    Err(what) => vec![Err(corrupt(&path, STATE, &k, what))],
+                }
+            })
+            .filter(page::ascending_from(from))
+    }
+
+    /// Whether outbox record `seq` is still pending.
+    pub fn outbox_contains(&self, seq: u64) -> Result<bool> {
+        let key = outbox_key(self.outbox_key_covering(seq));
+        let v = self.state.get(key).map_err(self.sled_err("look up an o/ key in tree state"))?;
+        let Some(v) = v else { return Ok(false) };
+        let records = outbox_entries(&key, &v).map_err(|what| self.corrupt(STATE, &key, what))?;
+        Ok(records.iter().any(|(s, _)| *s == seq))
+    }
+
+    /// Adds records `adds`, from sequence `first` on, to `batch` (one page when more than one).
+    pub(super) fn batch_outbox_adds(batch: &mut sled::Batch, first: u64, adds: &[Vec<u8>]) {
+        if !adds.is_empty() {
+            let records: Vec<&[u8]> = adds.iter().map(Vec::as_slice).collect();
+            batch.insert(&outbox_key(first), outbox_value(&records));
+        }
+    }
+
+    /// Adds to `batch` the removal of outbox records `seqs` (those not in the outbox are
+    /// ignored); returns how many are removed. Call it once per batch: it reads the pages as
+    /// they are before the batch.
+    pub(super) fn outbox_remove(&self, batch: &mut sled::Batch, seqs: &[u64]) -> Result<usize> {
+        let mut seqs = seqs.to_vec();
+        seqs.sort_unstable();
+        seqs.dedup();
+        let (mut i, mut removed) = (0, 0);
+        while i < seqs.len() {
+            let key = outbox_key(self.outbox_key_covering(seqs[i]));
+            let v = self.state.get(key).map_err(self.sled_err("read an o/ key of tree state"))?;
+            let Some(v) = v else {
+                i += 1;
+                continue;
+            };
+            let records =
+                outbox_entries(&key, &v).map_err(|what| self.corrupt(STATE, &key, what))?;
+            let end = records.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
+            let j = i + seqs[i..].partition_point(|&s| s < end);
+            let gone = &seqs[i..j.max(i + 1)];
+            let keep: Vec<(u64, &[u8])> =
+                records.iter().copied().filter(|(s, _)| gone.binary_search(s).is_err()).collect();
+            if keep.len() < records.len() {
+                removed += records.len() - keep.len();
+                batch.remove(&key);
+                for run in keep.chunk_by(|a, b| b.0 == a.0 + 1) {
+                    let bytes: Vec<&[u8]> = run.iter().map(|(_, r)| *r).collect();
+                    batch.insert(&outbox_key(run[0].0), outbox_value(&bytes));
+                }
+            }
+            i = j.max(i + 1);
+        }
+        Ok(removed)
+    }
+
+    /// The last outbox sequence stored (0 when none).
+    pub(super) fn outbox_last_seq(&self) -> Result<u64> {
+        page::last_seq(&self.state, OUTBOX)
+            .map_err(self.sled_err("read last o/ key of tree state"))?
+            .map_err(|k| self.corrupt(STATE, &k, "outbox key is not o/ + 8 bytes"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::{Store, StoreOptions};
+
+    fn pending(s: &Store) -> Vec<u64> {
+        s.outbox_pending().map(|r| r.unwrap().0).collect()
+    }
+
+    /// A checkpoint's records are one value; acknowledgements take records out of the middle
+    /// and the ends of pages, what is left reads the same, across a reopen.
+    #[test]
+    fn records_leave_a_page_one_by_one_and_the_rest_reads_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+            s.append_journal(&[(1, b"x".to_vec()), (2, b"y".to_vec())]).unwrap();
+            // A record whose bytes begin like a page is stored as a page of one.
+            let recs: Vec<Vec<u8>> = (1..=6u8).map(|i| vec![i, i]).collect();
+            s.checkpoint(1, b"d", &recs).unwrap();
+            s.checkpoint(2, b"d", &[vec![0xFE, 7]]).unwrap();
+            assert_eq!(s.state.scan_prefix(super::OUTBOX).count(), 2, "one key per checkpoint");
+            assert_eq!(pending(&s), (1..=7).collect::<Vec<_>>());
+            s.outbox_ack_many(&[3, 4, 99], &[]).unwrap();
+            assert_eq!(pending(&s), vec![1, 2, 5, 6, 7]);
+            assert!(s.outbox_contains(5).unwrap() && !s.outbox_contains(4).unwrap());
+            s.outbox_ack(1).unwrap();
+            s.outbox_ack(6).unwrap();
+            assert_eq!(pending(&s), vec![2, 5, 7]);
+        }
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(s.next_outbox_seq(), 8);
+        let got: Vec<(u64, Vec<u8>)> = s.outbox_pending().map(|r| r.unwrap()).collect();
+        assert_eq!(got, vec![(2, vec![2, 2]), (5, vec![5, 5]), (7, vec![0xFE, 7])]);
+        assert_eq!(s.outbox_after(2, 1).unwrap(), vec![(5, vec![5, 5])]);
+        s.outbox_ack_many(&[2, 5, 7], &[]).unwrap();
+        assert_eq!(pending(&s), Vec::<u64>::new());
+        assert_eq!(s.state.scan_prefix(super::OUTBOX).count(), 0);
+        drop(s);
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(s.next_outbox_seq(), 8, "sequences are not reused");
+    }
+}
