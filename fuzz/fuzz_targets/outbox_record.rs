@@ -1,4 +1,8 @@
-//! The outbox record decoder (`OutboxRecord::decode`) and its byte peek (`peek_bulk`).
+//! The outbox record decoder (`OutboxRecord::decode`) and its byte peek (`peek_bulk`); and the
+//! page framing the store keeps a checkpoint's records in (`store::page::entries`).
+//!
+//! Page property: bytes that read as a page encode back to exactly themselves, and each record
+//! on it goes through the decoder like any other.
 //!
 //! Properties: never a panic; where both answer, `peek_bulk` agrees with `decode` (a record it
 //! calls an event or raw samples decodes as one); a decoded record encodes to bytes that decode
@@ -18,6 +22,13 @@ fn kind(r: &OutboxRecord) -> Option<Bulk> {
 }
 
 fuzz_target!(init: linegate_fuzz::write_seeds(linegate_fuzz::outbox_records), |data: &[u8]| {
+    if let Ok(records) = linegate::store::page::entries(data) {
+        assert_eq!(linegate::store::page::encode(records.iter().copied()), data, "page framing");
+        for r in records {
+            let _ = OutboxRecord::decode(r);
+        }
+        return;
+    }
     let peek = OutboxRecord::peek_bulk(data);
     let Ok(record) = OutboxRecord::decode(data) else { return };
     if peek.is_some() {
