@@ -76,3 +76,17 @@ fn restore_error(snapshot: &[u8]) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// Found by `outbox_record` at once, when it began to check the store's page framing: empty
+/// bytes, which are no page, panicked in `store::page::entries` (it read the header before
+/// asking whether the bytes were a page). The store itself asks first, so no daemon could reach
+/// it; bytes that are no page are now an error. The page of no records and a cut header also.
+#[test]
+fn bytes_that_are_no_page_are_an_error_not_a_panic() {
+    use linegate::store::page::{encode, entries, PAGE};
+    for no_page in [&b""[..], b"\x01", b"\x01\x00\x00\x00\x00\x00"] {
+        assert_eq!(entries(no_page).unwrap_err(), "not a page");
+    }
+    assert!(entries(&[PAGE, 0, 0]).unwrap_err().contains("header cut short"));
+    assert_eq!(entries(&encode([])).unwrap(), Vec::<&[u8]>::new());
+}

@@ -39,8 +39,12 @@ pub fn count(value: &[u8]) -> Option<u64> {
     Some(u64::from(u32::from_be_bytes(n.try_into().ok()?)))
 }
 
-/// The records of a page, or what is wrong with its framing.
+/// The records of a page, or what is wrong with its framing (bytes that are no page at all
+/// included).
 pub fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
+    if !is_page(value) {
+        return Err("not a page".into());
+    }
     let n = count(value).ok_or("page header cut short")?;
     let mut rest = &value[5..];
     let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
