@@ -193,8 +193,8 @@ impl Decider {
     }
 
     /// Whether this decider's snapshots leave the duplicate memory outside.
-    pub fn dedup_is_outside(&mut self) -> bool {
-        self.engine.dedup_mut().is_outside()
+    pub fn dedup_is_outside(&self) -> bool {
+        self.engine.dedup().is_outside()
     }
 
     /// After a salvage that lost the checkpoint (`src/store/salvage.rs`): the next event derived

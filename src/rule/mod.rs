@@ -227,6 +227,11 @@ impl Engine {
         &self.p
     }
 
+    /// The duplicate memory.
+    pub fn dedup(&self) -> &Dedup {
+        &self.dedup
+    }
+
     /// The duplicate memory, for keeping it outside snapshots (`dedup.rs`).
     pub fn dedup_mut(&mut self) -> &mut Dedup {
         &mut self.dedup

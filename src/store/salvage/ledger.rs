@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{corrupt_gap, key_u64, ranges, Batcher, Copier, Old, Result, Store};
+use super::{corrupt_gap, ranges, Batcher, Copier, Old, Result, Store};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
 use crate::store::archive::alert_key;
-use crate::store::ledger::{ledger_key, raw_entries, LEDGER};
+use crate::store::ledger::{ledger_key, LEDGER};
 
 impl Copier<'_> {
     /// Step 5; returns the highest ledger sequence present, readable or not.
@@ -16,32 +16,20 @@ impl Copier<'_> {
         let (mut max, mut last_lost) = (0, None);
         // Per sensor: the highest seq accepted so far and the ledger sequence that accepted it.
         let mut last: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-        // A page whose framing is damaged: its first sequence, until the next key bounds it.
-        let mut broken: Option<u64> = None;
-        let mut keys = old.state.scan_prefix(LEDGER);
-        let mut records = std::collections::VecDeque::new();
-        loop {
-            let (lseq, bytes) = match records.pop_front() {
-                Some(r) => r,
-                None => {
-                    let Some(kv) = keys.next() else { break };
-                    let Ok((k, v)) = kv else {
-                        self.count(false, "ledger_scan_stopped");
-                        break;
-                    };
-                    let Some(kseq) = key_u64(&k, LEDGER) else {
-                        self.count(false, "ledger");
-                        continue;
-                    };
-                    if let Some(first) = broken.take() {
-                        self.lost_page(first, kseq.max(first + 1) - 1, &mut max, &mut last_lost);
-                    }
-                    // Each record on its own in the fresh store (a page is read record by record).
-                    match raw_entries(&k, &v) {
-                        Ok(rs) => records.extend(rs.into_iter().map(|(q, r)| (q, r.to_vec()))),
-                        Err(_) => broken = Some(kseq),
-                    }
+        for item in super::paged(&old.state, LEDGER) {
+            let (lseq, bytes) = match item {
+                super::Paged::Record(lseq, bytes) => (lseq, bytes),
+                super::Paged::BadKey => {
+                    self.count(false, "ledger");
                     continue;
+                }
+                super::Paged::Broken { first, last } => {
+                    self.lost_page(first, last, &mut max, &mut last_lost);
+                    continue;
+                }
+                super::Paged::Stopped => {
+                    self.count(false, "ledger_scan_stopped");
+                    break;
                 }
             };
             max = max.max(lseq);
@@ -112,9 +100,6 @@ impl Copier<'_> {
                 }
                 _ => {}
             }
-        }
-        if let Some(first) = broken {
-            self.lost_page(first, first, &mut max, &mut last_lost);
         }
         out.flush()?;
         Ok(max)

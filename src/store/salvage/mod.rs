@@ -45,7 +45,7 @@ use std::path::Path;
 use super::archive::{ALERTS, QUARANTINE};
 use super::journal::{decode_meta, Body};
 use super::ledger::LEDGER_NEXT;
-use super::outbox_pages::{outbox_entries, outbox_value};
+use super::outbox_pages::outbox_value;
 use super::prune::PRUNED;
 use super::segments::{segment_path, RAW_DIR};
 use super::state::{
@@ -243,44 +243,29 @@ impl Copier<'_> {
     fn outbox(&mut self, old: &Old<'_>, fresh: &Store, now_ms: i64) -> Result<u64> {
         let mut out = Batcher::new(&fresh.state, fresh.path());
         let mut max = 0;
-        // Each record on its own in the fresh store (a page is read record by record; one whose
-        // framing does not decode loses its records up to the next key).
-        let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
-        let mut broken: Option<u64> = None;
-        let mut keys = old.state.scan_prefix(OUTBOX);
-        loop {
-            if records.is_empty() {
-                let Some(kv) = keys.next() else { break };
-                let Ok((k, v)) = kv else {
-                    self.count(false, "outbox_scan_stopped");
-                    break;
-                };
-                let Some(first) = key_u64(&k, OUTBOX) else {
+        for item in paged(&old.state, OUTBOX) {
+            let (seq, v) = match item {
+                Paged::Record(seq, v) => (seq, v),
+                Paged::BadKey => {
                     self.count(false, "outbox");
                     continue;
-                };
-                if let Some(b) = broken.take() {
-                    // Seqs b..first were on a page that did not decode.
-                    max = max.max(first.saturating_sub(1)).max(b);
-                    for seq in b..first.max(b + 1) {
+                }
+                Paged::Broken { first, last } => {
+                    max = max.max(last);
+                    for seq in first..=last {
                         if self.lost_outbox.len() >= MAX_LOST {
                             break;
                         }
                         self.lost_outbox.insert((seq, None));
                     }
+                    self.count(false, "outbox");
+                    continue;
                 }
-                match outbox_entries(&k, &v) {
-                    Ok(rs) => {
-                        records = rs.into_iter().rev().map(|(s, r)| (s, r.to_vec())).collect()
-                    }
-                    Err(_) => {
-                        broken = Some(first);
-                        self.count(false, "outbox");
-                    }
+                Paged::Stopped => {
+                    self.count(false, "outbox_scan_stopped");
+                    break;
                 }
-                continue;
-            }
-            let (seq, v) = records.pop().expect("not empty");
+            };
             let k = outbox_key(seq);
             max = max.max(seq);
             match OutboxRecord::decode(&v) {
@@ -317,12 +302,6 @@ impl Copier<'_> {
                     }
                     self.count(false, "outbox");
                 }
-            }
-        }
-        if let Some(b) = broken {
-            max = max.max(b);
-            if self.lost_outbox.len() < MAX_LOST {
-                self.lost_outbox.insert((b, None));
             }
         }
         out.flush()?;
@@ -409,6 +388,56 @@ impl Copier<'_> {
         self.count(false, "checkpoint");
         journal_pos
     }
+}
+
+/// What a salvage reads from a key space whose values may be pages (`o/`, `l/`), in order.
+enum Paged {
+    /// One record, on its own or from a page.
+    Record(u64, Vec<u8>),
+    /// A key that is not the prefix + 8 bytes.
+    BadKey,
+    /// A page whose framing does not decode: its records from `first` up to `last` (the key
+    /// before the next readable one; only `first` when it was the last key).
+    Broken { first: u64, last: u64 },
+    /// sled's scan failed: nothing after this.
+    Stopped,
+}
+
+/// The records under the `prefix` keys of `tree`, each on its own (a page is read record by
+/// record), with what could not be read.
+fn paged<'a>(tree: &'a sled::Tree, prefix: &'static [u8]) -> impl Iterator<Item = Paged> + 'a {
+    let mut keys = tree.scan_prefix(prefix);
+    let mut pending = std::collections::VecDeque::new();
+    let (mut broken, mut done): (Option<u64>, bool) = (None, false);
+    std::iter::from_fn(move || loop {
+        if let Some(item) = pending.pop_front() {
+            return Some(item);
+        }
+        if done {
+            return None;
+        }
+        let (k, v) = match keys.next() {
+            Some(Ok(kv)) => kv,
+            end => {
+                done = true;
+                if let Some(first) = broken.take() {
+                    pending.push_back(Paged::Broken { first, last: first });
+                }
+                if end.is_some() {
+                    pending.push_back(Paged::Stopped);
+                }
+                continue;
+            }
+        };
+        let Some(first) = key_u64(&k, prefix) else { return Some(Paged::BadKey) };
+        if let Some(b) = broken.take() {
+            pending.push_back(Paged::Broken { first: b, last: first.max(b + 1) - 1 });
+        }
+        match super::page::keyed_entries(prefix, &k, &v) {
+            Ok(rs) => pending.extend(rs.into_iter().map(|(q, r)| Paged::Record(q, r.to_vec()))),
+            Err(_) => broken = Some(first),
+        }
+    })
 }
 
 fn key_u64(k: &[u8], prefix: &[u8]) -> Option<u64> {

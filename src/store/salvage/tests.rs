@@ -154,3 +154,32 @@ fn duplicate_memory_pages_go_with_their_checkpoint() {
         }
     }
 }
+
+/// A page whose framing does not decode loses its records up to the next key, and no more;
+/// the records of the pages around it are salvaged.
+#[test]
+fn a_page_whose_framing_is_damaged_loses_its_records_up_to_the_next_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+    {
+        let mut s = Store::open(&dir, opts.clone()).unwrap();
+        s.append_journal(&[(1, b"x".to_vec()), (2, b"y".to_vec())]).unwrap();
+        s.checkpoint(1, b"d", &[event(1), event(2), event(3)]).unwrap();
+        s.checkpoint(2, b"d", &[event(4), event(5)]).unwrap();
+    }
+    {
+        let db = crate::store::open_sled_directly(&dir).unwrap();
+        let state = db.open_tree("state").unwrap();
+        let key = [&b"o/"[..], &1u64.to_be_bytes()].concat();
+        let page = state.get(&key).unwrap().unwrap();
+        state.insert(&key, &page[..page.len() - 1]).unwrap();
+        db.flush().unwrap();
+    }
+    let (s, rec) = Store::open_or_recover(&dir, opts, 1).unwrap();
+    let rec = rec.expect("a salvage ran");
+    assert_eq!(rec.salvage.lost_outbox, vec![(1, 3)], "{rec:?}");
+    let seqs: Vec<u64> = s.outbox_pending().map(|r| r.unwrap().0).collect();
+    assert!(seqs.ends_with(&[4, 5]) && !seqs.iter().any(|q| (1..=3).contains(q)), "{seqs:?}");
+    assert!(s.next_outbox_seq() >= 6, "sequences are never reused");
+}
