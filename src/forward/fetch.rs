@@ -95,11 +95,11 @@ fn samples(store: &RwLock<Store>, journal_pos: u64) -> Result<Option<SamplesReco
     // Backlog: a fair read. The line is parsed after the lock is released: the pipeline and the
     // acknowledgement commits do not wait for the float parsing.
     let guard = store.read();
-    let record = guard.journal_from(journal_pos).next().transpose()?;
+    let record = guard.journal_record(journal_pos)?;
     drop(guard);
     match record {
-        Some((pos, _at, line)) if pos == journal_pos => samples_of(pos, &line).map(Some),
-        _ => Ok(None),
+        Some(r) => samples_of(r.pos, &r.line).map(Some),
+        None => Ok(None),
     }
 }
 

@@ -11,8 +11,8 @@
 //!   queued for the broker ([`Store::trim_history`]): history is input already decided and
 //!   delivered, so trimming it loses nothing the gateway promised to deliver.
 
-use super::journal::{decode_meta, with_line};
-use super::{Result, Store, StoreError};
+use super::journal::with_line;
+use super::{Result, Store};
 use crate::store::JournalRecord;
 
 /// What [`Store::trim_history`] removed.
@@ -39,13 +39,7 @@ impl Store {
 
     /// The ingest time of the history's oldest record (`None` when the journal is empty).
     pub fn history_from(&self) -> Result<Option<i64>> {
-        match self.journal.range(self.journal_start.to_be_bytes()..).next() {
-            None => Ok(None),
-            Some(kv) => {
-                let (k, v) = kv.map_err(self.sled_err("read first key of tree journal"))?;
-                Ok(Some(decode_meta(&self.path, &k, &v)?.at))
-            }
-        }
+        self.journal_metas(self.journal_start, u64::MAX).next().transpose().map(|m| m.map(|m| m.at))
     }
 
     /// The first position in `[journal start, upto)` whose ingest time is at or after
@@ -55,9 +49,8 @@ impl Store {
         if from >= upto {
             return Ok(upto);
         }
-        for kv in self.journal.range(from.to_be_bytes()..upto.to_be_bytes()) {
-            let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
-            let m = decode_meta(&self.path, &k, &v)?;
+        for m in self.journal_metas(from, upto) {
+            let m = m?;
             if m.at >= horizon_at {
                 return Ok(m.pos);
             }
@@ -74,11 +67,10 @@ impl Store {
             return Ok(trim);
         }
         let mut end = self.journal_start;
-        for kv in self.journal.range(self.journal_start.to_be_bytes()..floor.to_be_bytes()) {
-            let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
-            let m = decode_meta(&self.path, &k, &v)?;
+        for m in self.journal_metas(self.journal_start, floor) {
+            let m = m?;
             trim.records += 1;
-            trim.bytes += m.body.len() + v.len() as u64;
+            trim.bytes += m.body.len() + m.stored;
             end = m.pos + 1;
             if trim.bytes >= want_bytes {
                 break;
@@ -105,22 +97,10 @@ impl Store {
     ) -> impl Iterator<Item = Result<HistoryRecord>> + '_ {
         let from = from_pos.max(self.journal_start);
         let upto = upto.max(from);
-        self.journal.range(from.to_be_bytes()..upto.to_be_bytes()).filter_map(move |kv| {
-            let (k, v) = match kv {
-                Ok(kv) => kv,
-                Err(source) => {
-                    return Some(Err(StoreError::Sled {
-                        path: self.path.clone(),
-                        op: "iterate tree journal".into(),
-                        source,
-                    }))
-                }
-            };
-            match decode_meta(&self.path, &k, &v) {
-                Ok(m) if m.at < from_at || m.at >= to_at => None,
-                Ok(m) => Some(with_line(&self.path, &self.segments, &k, m)),
-                Err(e) => Some(Err(e)),
-            }
+        self.journal_metas(from, upto).filter_map(move |m| match m {
+            Ok(m) if m.at < from_at || m.at >= to_at => None,
+            Ok(m) => Some(with_line(&self.path, &self.segments, m)),
+            Err(e) => Some(Err(e)),
         })
     }
 }

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::journal_pages::metas;
 use super::segments::{SegmentRef, Segments};
-use super::{corrupt, failpoint, Result, Store, StoreError, JOURNAL};
+use super::{corrupt, failpoint, page, Result, Store, JOURNAL};
 
 const VERSION: u8 = 1;
 /// `[2][at: i64 BE][source: u16 BE][end_offset: u64 BE][line bytes]`.
@@ -50,6 +51,8 @@ pub(super) struct JournalMeta {
     pub at: i64,
     pub origin: Option<Origin>,
     pub body: Body,
+    /// The bytes the record itself takes in sled (its entry, on a page).
+    pub stored: u64,
 }
 
 /// The line itself, or where it is.
@@ -104,13 +107,27 @@ fn take<const N: usize>(rest: &mut &[u8]) -> Option<[u8; N]> {
     Some(*head)
 }
 
-/// Decodes a journal value without reading a segment.
-pub(super) fn decode_meta(path: &Path, key: &[u8], value: &[u8]) -> Result<JournalMeta> {
-    let pos = <[u8; 8]>::try_from(key)
-        .map(u64::from_be_bytes)
-        .map_err(|_| corrupt(path, JOURNAL, key, "journal key is not 8 bytes"))?;
-    let short =
-        || corrupt(path, JOURNAL, key, format!("journal record too short ({} bytes)", value.len()));
+/// Decodes journal record `pos` without reading a segment: `value` is its sled value, or its
+/// entry on the page under key `page` (named in errors).
+pub(super) fn decode_meta(
+    path: &Path,
+    pos: u64,
+    page: Option<u64>,
+    value: &[u8],
+) -> Result<JournalMeta> {
+    let (at, origin, body) = parse(value).map_err(|what| {
+        let what = match page {
+            Some(p) => format!("{what} (on the page under {p})"),
+            None => what,
+        };
+        corrupt(path, JOURNAL, &pos.to_be_bytes(), what)
+    })?;
+    Ok(JournalMeta { pos, at, origin, body, stored: value.len() as u64 })
+}
+
+/// The fields of one journal record's bytes, or what is wrong with them.
+fn parse(value: &[u8]) -> std::result::Result<(i64, Option<Origin>, Body), String> {
+    let short = || format!("journal record too short ({} bytes)", value.len());
     let (version, mut rest) = value.split_first().ok_or_else(short)?;
     let at = i64::from_be_bytes(take::<8>(&mut rest).ok_or_else(short)?);
     let origin = |rest: &mut &[u8]| -> Option<Origin> {
@@ -127,7 +144,7 @@ pub(super) fn decode_meta(path: &Path, key: &[u8], value: &[u8]) -> Result<Journ
             let o = match take::<1>(&mut rest).ok_or_else(short)? {
                 [0] => None,
                 [1] => Some(origin(&mut rest).ok_or_else(short)?),
-                [f] => return Err(corrupt(path, JOURNAL, key, format!("origin flag {f}"))),
+                [f] => return Err(format!("origin flag {f}")),
             };
             let mut r = || -> Option<SegmentRef> {
                 Some(SegmentRef {
@@ -139,38 +156,22 @@ pub(super) fn decode_meta(path: &Path, key: &[u8], value: &[u8]) -> Result<Journ
             };
             let r = r().ok_or_else(short)?;
             if !rest.is_empty() {
-                let what = format!("{} bytes after a segment reference", rest.len());
-                return Err(corrupt(path, JOURNAL, key, what));
+                return Err(format!("{} bytes after a segment reference", rest.len()));
             }
             (o, Body::Segment(r))
         }
-        v => {
-            return Err(corrupt(path, JOURNAL, key, format!("unknown journal record version {v}")))
-        }
+        v => return Err(format!("unknown journal record version {v}")),
     };
-    Ok(JournalMeta { pos, at, origin, body })
+    Ok((at, origin, body))
 }
 
-/// Decodes a journal value and reads its line (from its segment when it is not inline).
-pub(super) fn decode(
-    path: &Path,
-    segments: &Segments,
-    key: &[u8],
-    value: &[u8],
-) -> Result<JournalRecord> {
-    with_line(path, segments, key, decode_meta(path, key, value)?)
-}
-
-/// A decoded journal value (of `key`) with its line read (from its segment when not inline).
-pub(super) fn with_line(
-    path: &Path,
-    segments: &Segments,
-    key: &[u8],
-    m: JournalMeta,
-) -> Result<JournalRecord> {
+/// A decoded journal record with its line read (from its segment when not inline).
+pub(super) fn with_line(path: &Path, segments: &Segments, m: JournalMeta) -> Result<JournalRecord> {
     let line = match m.body {
         Body::Inline(line) => line,
-        Body::Segment(r) => segments.read(&r).map_err(|what| corrupt(path, JOURNAL, key, what))?,
+        Body::Segment(r) => {
+            segments.read(&r).map_err(|what| corrupt(path, JOURNAL, &m.pos.to_be_bytes(), what))?
+        }
     };
     Ok(JournalRecord { pos: m.pos, at: m.at, origin: m.origin, line })
 }
@@ -199,21 +200,26 @@ impl Store {
         records: impl Iterator<Item = (i64, Option<Origin>, &'a [u8])>,
     ) -> Result<Range<u64>> {
         let first = self.next_journal;
-        let mut batch = sled::Batch::default();
+        let mut values = Vec::new();
         let mut pos = first;
         let mut raw = false;
         for (at, origin, line) in records {
             if line.len() >= self.opts.raw_threshold {
                 let r = self.segments.append(pos, line).map_err(|e| self.segment_err(e))?;
-                batch.insert(&pos.to_be_bytes(), encode_ref(at, origin, &r));
+                values.push(encode_ref(at, origin, &r));
                 raw = true;
             } else {
-                batch.insert(&pos.to_be_bytes(), encode(at, origin, line));
+                values.push(encode(at, origin, line));
             }
             pos += 1;
         }
         if raw {
             failpoint!("store::segments::after_write");
+        }
+        let records: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let mut batch = sled::Batch::default();
+        for (i, run) in page::runs(&records) {
+            batch.insert(&(first + i as u64).to_be_bytes(), page::value(run));
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         self.next_journal = pos;
@@ -242,9 +248,8 @@ impl Store {
     /// The byte offset after the last journaled record of source `source`, searching back from
     /// the newest record (`None` when no record of it is left in the journal).
     pub fn journal_last_offset(&self, source: u16) -> Result<Option<u64>> {
-        for kv in self.journal.range(self.journal_start.to_be_bytes()..).rev() {
-            let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
-            if let Some(o) = decode_meta(&self.path, &k, &v)?.origin {
+        for m in self.journal_metas_back(self.journal_start) {
+            if let Some(o) = m?.origin {
                 if o.source == source {
                     return Ok(Some(o.end_offset));
                 }
@@ -256,17 +261,9 @@ impl Store {
     /// Journal records from `pos` on, in order, with their origin (truncated ones skipped).
     pub fn journal_records_from(&self, pos: u64) -> impl Iterator<Item = Result<JournalRecord>> {
         let path: PathBuf = self.path.clone();
-        let from = pos.max(self.journal_start);
-        let sled_path = self.path.clone();
         let segments: Arc<Segments> = self.segments.clone();
-        self.journal.range(from.to_be_bytes()..).map(move |kv| match kv {
-            Ok((k, v)) => decode(&path, &segments, &k, &v),
-            Err(source) => Err(StoreError::Sled {
-                path: sled_path.clone(),
-                op: "iterate tree journal".into(),
-                source,
-            }),
-        })
+        self.journal_metas(pos.max(self.journal_start), u64::MAX)
+            .map(move |m| with_line(&path, &segments, m?))
     }
 
     /// Removes journal records below `pos`, which the last checkpoint must cover
@@ -298,6 +295,20 @@ impl Store {
         for key in self.journal.range(..pos.to_be_bytes()).keys() {
             batch.remove(key.map_err(self.sled_err("iterate tree journal"))?);
         }
+        // The page holding `pos`, if it began before it, keeps its records from `pos` on.
+        let covering = page::covering_seq(&self.journal, b"", pos);
+        if covering < pos {
+            let key = covering.to_be_bytes();
+            if let Some(v) = self.journal.get(key).map_err(self.sled_err("read tree journal"))? {
+                let records = page::keyed_entries(b"", &key, &v)
+                    .map_err(|what| self.corrupt(JOURNAL, &key, what))?;
+                let tail: Vec<&[u8]> =
+                    records.iter().filter(|(p, _)| *p >= pos).map(|(_, r)| *r).collect();
+                if !tail.is_empty() {
+                    batch.insert(&pos.to_be_bytes(), page::value(&tail));
+                }
+            }
+        }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         // Segments left without references go once this removal is durable (the next commit).
         self.gc_due.store(true, Ordering::Release);
@@ -307,14 +318,10 @@ impl Store {
     /// On open: the next position is past the last record and past the truncation point.
     pub(super) fn load_journal_position(&mut self) -> Result<()> {
         self.drop_torn_tail()?;
-        if let Some((k, _)) =
-            self.journal.last().map_err(self.sled_err("read last key of tree journal"))?
-        {
-            let last = <[u8; 8]>::try_from(&k[..])
-                .map(u64::from_be_bytes)
-                .map_err(|_| self.corrupt(JOURNAL, &k, "journal key is not 8 bytes"))?;
-            self.next_journal = self.next_journal.max(last.saturating_add(1));
-        }
+        let last = page::last_seq(&self.journal, b"")
+            .map_err(self.sled_err("read last key of tree journal"))?
+            .map_err(|k| self.corrupt(JOURNAL, &k, "journal key is not 8 bytes"))?;
+        self.next_journal = self.next_journal.max(last.saturating_add(1));
         self.next_journal = self.next_journal.max(self.journal_start);
         Ok(())
     }
@@ -322,7 +329,8 @@ impl Store {
     /// On open: removes references at the journal's tail, after the checkpoint, whose segment
     /// bytes are missing. Only a power loss leaves them (sled wrote its buffer, the segment's
     /// bytes were not synced yet: the record was never committed, so its source never advanced
-    /// past it). Stops at the first record that is whole.
+    /// past it). Stops at the first record that is whole; a page keeps its records before the
+    /// torn ones.
     fn drop_torn_tail(&mut self) -> Result<()> {
         loop {
             let Some((k, v)) =
@@ -331,12 +339,23 @@ impl Store {
                 return Ok(());
             };
             // A value that does not decode is the start-up check's to report, not open's.
-            let Ok(m) = decode_meta(&self.path, &k, &v) else { return Ok(()) };
-            let torn = matches!(&m.body, Body::Segment(r) if !self.segments.present(r));
-            if !torn || m.pos <= self.checkpoint_pos {
+            let Ok(metas) = metas(&self.path, &k, &v) else { return Ok(()) };
+            let torn = |m: &JournalMeta| {
+                m.pos > self.checkpoint_pos
+                    && matches!(&m.body, Body::Segment(r) if !self.segments.present(r))
+            };
+            let whole = metas.iter().rposition(|m| !torn(m)).map_or(0, |i| i + 1);
+            if whole == metas.len() {
                 return Ok(());
             }
-            self.journal.remove(&k).map_err(self.sled_err("remove a torn journal record"))?;
+            let err = self.sled_err("remove a torn journal record");
+            if whole == 0 {
+                self.journal.remove(&k).map_err(err)?;
+                continue;
+            }
+            let records = page::entries(&v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
+            self.journal.insert(&k, page::value(&records[..whole])).map_err(err)?;
+            return Ok(());
         }
     }
 
@@ -362,9 +381,8 @@ impl Store {
 
     /// Whether a journal record in `[from, end)` references segment `id`.
     fn references(&self, id: u64, from: u64, end: u64) -> Result<bool> {
-        for kv in self.journal.range(from.to_be_bytes()..end.to_be_bytes()) {
-            let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
-            if matches!(decode_meta(&self.path, &k, &v)?.body, Body::Segment(r) if r.id == id) {
+        for m in self.journal_metas(from, end) {
+            if matches!(m?.body, Body::Segment(r) if r.id == id) {
                 return Ok(true);
             }
         }

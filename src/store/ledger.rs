@@ -34,13 +34,10 @@ impl Store {
     /// them. The caller sets `next_ledger` to it only once the batch is applied.
     pub(super) fn batch_ledger(&self, batch: &mut sled::Batch, records: &[LedgerRecord]) -> u64 {
         let mut seq = self.next_ledger;
-        match records {
-            [] => {}
-            [one] => batch.insert(&ledger_key(seq), one.encode()),
-            many => {
-                let encoded: Vec<Vec<u8>> = many.iter().map(LedgerRecord::encode).collect();
-                batch.insert(&ledger_key(seq), page::encode(encoded.iter().map(Vec::as_slice)));
-            }
+        let encoded: Vec<Vec<u8>> = records.iter().map(LedgerRecord::encode).collect();
+        let encoded: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
+        for (i, run) in page::runs(&encoded) {
+            batch.insert(&ledger_key(seq + i as u64), page::value(run));
         }
         for r in records {
             match r.entry {

@@ -24,10 +24,7 @@ pub(super) fn outbox_entries<'v>(
 
 /// The value that stores `records` (of consecutive sequences) under the first one's key.
 pub(super) fn outbox_value(records: &[&[u8]]) -> Vec<u8> {
-    match records {
-        [one] if !page::is_page(one) => one.to_vec(),
-        _ => page::encode(records.iter().copied()),
-    }
+    page::value(records)
 }
 
 impl Store {
@@ -73,9 +70,9 @@ impl Store {
 
     /// Adds records `adds`, from sequence `first` on, to `batch` (one page when more than one).
     pub(super) fn batch_outbox_adds(batch: &mut sled::Batch, first: u64, adds: &[Vec<u8>]) {
-        if !adds.is_empty() {
-            let records: Vec<&[u8]> = adds.iter().map(Vec::as_slice).collect();
-            batch.insert(&outbox_key(first), outbox_value(&records));
+        let records: Vec<&[u8]> = adds.iter().map(Vec::as_slice).collect();
+        for (i, run) in page::runs(&records) {
+            batch.insert(&outbox_key(first + i as u64), outbox_value(run));
         }
     }
 
@@ -83,35 +80,10 @@ impl Store {
     /// ignored); returns how many are removed. Call it once per batch: it reads the pages as
     /// they are before the batch.
     pub(super) fn outbox_remove(&self, batch: &mut sled::Batch, seqs: &[u64]) -> Result<usize> {
-        let mut seqs = seqs.to_vec();
-        seqs.sort_unstable();
-        seqs.dedup();
-        let (mut i, mut removed) = (0, 0);
-        while i < seqs.len() {
-            let key = outbox_key(self.outbox_key_covering(seqs[i]));
-            let v = self.state.get(key).map_err(self.sled_err("read an o/ key of tree state"))?;
-            let Some(v) = v else {
-                i += 1;
-                continue;
-            };
-            let records =
-                outbox_entries(&key, &v).map_err(|what| self.corrupt(STATE, &key, what))?;
-            let end = records.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
-            let j = i + seqs[i..].partition_point(|&s| s < end);
-            let gone = &seqs[i..j.max(i + 1)];
-            let keep: Vec<(u64, &[u8])> =
-                records.iter().copied().filter(|(s, _)| gone.binary_search(s).is_err()).collect();
-            if keep.len() < records.len() {
-                removed += records.len() - keep.len();
-                batch.remove(&key);
-                for run in keep.chunk_by(|a, b| b.0 == a.0 + 1) {
-                    let bytes: Vec<&[u8]> = run.iter().map(|(_, r)| *r).collect();
-                    batch.insert(&outbox_key(run[0].0), outbox_value(&bytes));
-                }
-            }
-            i = j.max(i + 1);
-        }
-        Ok(removed)
+        page::remove(&self.state, OUTBOX, batch, seqs).map_err(|e| match e {
+            page::RemoveError::Sled(e) => self.sled_err("read an o/ key of tree state")(e),
+            page::RemoveError::Corrupt(k, what) => self.corrupt(STATE, &k, what),
+        })
     }
 
     /// The last outbox sequence stored (0 when none).

@@ -65,6 +65,118 @@ pub fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
     Ok(out)
 }
 
+/// The most bytes a page written by [`runs`] holds, unless one record alone is larger.
+///
+/// Why small: sled 0.34 keeps up to 16 keys in a leaf and writes a leaf whole from time to time;
+/// a leaf over 128 KiB (a quarter of its 512 KiB log segment) goes into a file of its own under
+/// `blobs/`, and each such file costs a creation, an fsync at the next commit, a directory entry
+/// to check at every commit and a removal once the leaf is written again. Pages of 8 KiB keep a
+/// leaf under that size and still cut the records of a burst some thirtyfold.
+pub const PAGE_BYTES: usize = 8 * 1024;
+
+/// `records` split into consecutive runs that each make a page of at most [`PAGE_BYTES`] (a
+/// record larger than that alone): `(index of the run's first record, the run)`.
+pub(super) fn runs<'r, 'a>(records: &'r [&'a [u8]]) -> Vec<(usize, &'r [&'a [u8]])> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 5);
+    for (i, r) in records.iter().enumerate() {
+        let add = 4 + r.len();
+        if i > start && bytes + add > PAGE_BYTES {
+            out.push((start, &records[start..i]));
+            (start, bytes) = (i, 5);
+        }
+        bytes += add;
+    }
+    if start < records.len() {
+        out.push((start, &records[start..]));
+    }
+    out
+}
+
+/// The value that stores `records` (of consecutive sequences) under the first one's key: a single
+/// record as itself, unless its bytes begin like a page (then as a page of one).
+pub(super) fn value(records: &[&[u8]]) -> Vec<u8> {
+    match records {
+        [one] if !is_page(one) => one.to_vec(),
+        _ => encode(records.iter().copied()),
+    }
+}
+
+/// Record `index` of the records under one key (the value itself when it is no page), without
+/// reading the others; `Ok(None)` when the page holds fewer.
+pub(super) fn entry(value: &[u8], index: u64) -> Result<Option<&[u8]>, String> {
+    if !is_page(value) {
+        return Ok((index == 0).then_some(value));
+    }
+    let n = count(value).ok_or("page header cut short")?;
+    if index >= n {
+        return Ok(None);
+    }
+    let mut rest = &value[5..];
+    for i in 0..=index {
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(format!("page of {n} records cut short at record {i}"));
+        };
+        let len = u32::from_be_bytes(*len) as usize;
+        if tail.len() < len {
+            return Err(format!("page of {n} records cut short in record {i}"));
+        }
+        if i == index {
+            return Ok(Some(&tail[..len]));
+        }
+        rest = &tail[len..];
+    }
+    unreachable!("the loop returns at i == index")
+}
+
+/// Why [`remove`] could not remove records.
+pub(super) enum RemoveError {
+    Sled(sled::Error),
+    /// The key and what is wrong with it or with its page's framing.
+    Corrupt(sled::IVec, String),
+}
+
+/// Adds to `batch` the removal of records `seqs` of the `prefix` keys of `tree` (those not
+/// there are ignored): a page loses them by being written again, in runs of consecutive
+/// sequences each under the key of its first record; a page left empty goes. Returns how many
+/// are removed. Call it once per batch: it reads the pages as they are before the batch.
+pub(super) fn remove(
+    tree: &sled::Tree,
+    prefix: &[u8],
+    batch: &mut sled::Batch,
+    seqs: &[u64],
+) -> Result<usize, RemoveError> {
+    let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
+    let mut seqs = seqs.to_vec();
+    seqs.sort_unstable();
+    seqs.dedup();
+    let (mut i, mut removed) = (0, 0);
+    while i < seqs.len() {
+        let k = key(covering_seq(tree, prefix, seqs[i]));
+        let Some(v) = tree.get(&k).map_err(RemoveError::Sled)? else {
+            i += 1;
+            continue;
+        };
+        let records = keyed_entries(prefix, &k, &v)
+            .map_err(|what| RemoveError::Corrupt(k[..].into(), what))?;
+        let end = records.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
+        let j = i + seqs[i..].partition_point(|&s| s < end);
+        let gone = &seqs[i..j.max(i + 1)];
+        let keep: Vec<(u64, &[u8])> =
+            records.iter().copied().filter(|(s, _)| gone.binary_search(s).is_err()).collect();
+        if keep.len() < records.len() {
+            removed += records.len() - keep.len();
+            batch.remove(&k[..]);
+            for run in keep.chunk_by(|a, b| b.0 == a.0 + 1) {
+                let bytes: Vec<&[u8]> = run.iter().map(|(_, r)| *r).collect();
+                batch.insert(key(run[0].0), value(&bytes));
+            }
+        }
+        i = j.max(i + 1);
+    }
+    Ok(removed)
+}
+
 /// The sequence in a key `prefix` + u64 BE.
 pub(super) fn key_seq(prefix: &[u8], k: &[u8]) -> Option<u64> {
     k.strip_prefix(prefix).and_then(|r| <[u8; 8]>::try_from(r).ok()).map(u64::from_be_bytes)
@@ -77,8 +189,10 @@ pub(super) fn keyed_entries<'v>(
     k: &[u8],
     v: &'v [u8],
 ) -> Result<Vec<(u64, &'v [u8])>, String> {
-    let first = key_seq(prefix, k)
-        .ok_or_else(|| format!("key is not {} + 8 bytes", prefix.escape_ascii()))?;
+    let first = key_seq(prefix, k).ok_or_else(|| match prefix {
+        [] => "key is not 8 bytes".to_string(),
+        _ => format!("key is not {} + 8 bytes", prefix.escape_ascii()),
+    })?;
     if !is_page(v) {
         return Ok(vec![(first, v)]);
     }

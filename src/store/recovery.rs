@@ -132,9 +132,8 @@ impl Store {
         for r in self.journal_from(self.journal_start).take(RECOVERY_SCAN) {
             r?;
         }
-        for kv in self.journal.iter().rev().take(RECOVERY_SCAN) {
-            let (k, v) = kv.map_err(self.sled_err("iterate tree journal backwards"))?;
-            super::journal::decode(&self.path, &self.segments, &k, &v)?;
+        for m in self.journal_metas_back(0).take(RECOVERY_SCAN) {
+            super::journal::with_line(&self.path, &self.segments, m?)?;
         }
         // The first and the last RECOVERY_SCAN records (a page's framing is checked whole).
         let outbox = || self.state.scan_prefix(super::state::OUTBOX);

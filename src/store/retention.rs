@@ -53,7 +53,7 @@ use std::path::Path;
 
 use std::sync::atomic::Ordering;
 
-use super::journal::{decode_meta, Body};
+use super::journal::Body;
 use super::state::{outbox_key, OUTBOX_NEXT};
 use super::{failpoint, Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
@@ -241,11 +241,9 @@ impl Store {
 
     /// What journal record `pos`'s line takes on disk (0 when it is gone), and its segment.
     fn line_place(&self, pos: u64) -> Result<(u64, Option<u64>)> {
-        let key = pos.to_be_bytes();
-        let Some(v) = self.journal.get(key).map_err(self.sled_err("read tree journal"))? else {
+        let Some(body) = self.journal_meta(pos)?.map(|m| m.body) else {
             return Ok((0, None));
         };
-        let body = decode_meta(&self.path, &key, &v)?.body;
         let segment = match &body {
             Body::Segment(r) => Some(r.id),
             Body::Inline(_) => None,
@@ -303,9 +301,12 @@ impl Store {
 
         failpoint!("store::shed::before_journal_remove");
         let mut journal = sled::Batch::default();
-        for v in victims.iter().filter(|v| v.journal_pos <= self.checkpoint_pos) {
-            journal.remove(&v.journal_pos.to_be_bytes());
-        }
+        let positions: Vec<u64> = victims
+            .iter()
+            .filter(|v| v.journal_pos <= self.checkpoint_pos)
+            .map(|v| v.journal_pos)
+            .collect();
+        self.journal_remove(&mut journal, &positions)?;
         self.journal.apply_batch(journal).map_err(self.sled_err("remove shed journal records"))?;
         failpoint!("store::shed::after_journal_remove");
         // The commit deletes the segments left without references, once the removal is durable;

@@ -200,14 +200,28 @@ impl Copier<'_> {
         let mut out = Batcher::new(&fresh.journal, fresh.path());
         let mut reader = RawReader { dir: old.path.join(RAW_DIR), open: None };
         let (mut max, mut segments) = (0, BTreeSet::new());
-        for kv in old.journal.range(start.to_be_bytes()..) {
-            let Ok((k, v)) = kv else {
-                self.count(false, "journal_scan_stopped");
-                break;
+        for item in paged(&old.journal, b"") {
+            let (pos, v) = match item {
+                Paged::Record(pos, v) => (pos, v),
+                Paged::BadKey => (0, Vec::new()),
+                Paged::Broken { first, last } => {
+                    max = max.max(last);
+                    for pos in first.max(start)..=last {
+                        push_range(&mut self.s.report.lost_journal, pos);
+                        self.count(false, "journal");
+                    }
+                    continue;
+                }
+                Paged::Stopped => {
+                    self.count(false, "journal_scan_stopped");
+                    break;
+                }
             };
-            let pos = <[u8; 8]>::try_from(&k[..]).map(u64::from_be_bytes).unwrap_or(0);
+            if pos < start && pos > 0 {
+                continue;
+            }
             max = max.max(pos);
-            let readable = match decode_meta(old.path, &k, &v).map(|m| m.body) {
+            let readable = match decode_meta(old.path, pos, None, &v).map(|m| m.body) {
                 Ok(Body::Inline(_)) => Some(None),
                 Ok(Body::Segment(r)) => {
                     reader.check(r.id, r.offset, r.len, r.sum).then_some(Some(r.id))
@@ -218,7 +232,7 @@ impl Copier<'_> {
                 Some(segment) if pos > 0 => {
                     segments.extend(segment);
                     self.held.set(pos);
-                    out.put(&k, &v)?;
+                    out.put(&pos.to_be_bytes(), &v)?;
                     self.count(true, "journal");
                 }
                 _ => {
@@ -390,7 +404,8 @@ impl Copier<'_> {
     }
 }
 
-/// What a salvage reads from a key space whose values may be pages (`o/`, `l/`), in order.
+/// What a salvage reads from a key space whose values may be pages (the journal, `o/`, `l/`),
+/// in order.
 enum Paged {
     /// One record, on its own or from a page.
     Record(u64, Vec<u8>),

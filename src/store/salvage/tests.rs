@@ -183,3 +183,35 @@ fn a_page_whose_framing_is_damaged_loses_its_records_up_to_the_next_key() {
     assert!(seqs.ends_with(&[4, 5]) && !seqs.iter().any(|q| (1..=3).contains(q)), "{seqs:?}");
     assert!(s.next_outbox_seq() >= 6, "sequences are never reused");
 }
+
+/// The journal's pages too: a page whose framing does not decode loses its positions up to the
+/// next key; the records on the pages around it are salvaged, and positions are not reused.
+#[test]
+fn a_journal_page_whose_framing_is_damaged_loses_its_positions_up_to_the_next_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+    {
+        let mut s = Store::open(&dir, opts.clone()).unwrap();
+        for first in [1u8, 4, 7] {
+            let lines: Vec<(i64, Vec<u8>)> =
+                (first..first + 3).map(|i| (i64::from(i), vec![i; 10])).collect();
+            s.append_journal(&lines).unwrap();
+        }
+        s.checkpoint(9, b"d", &[]).unwrap();
+    }
+    {
+        let db = crate::store::open_sled_directly(&dir).unwrap();
+        let journal = db.open_tree("journal").unwrap();
+        let key = 4u64.to_be_bytes();
+        let page = journal.get(key).unwrap().unwrap();
+        journal.insert(key, &page[..page.len() - 1]).unwrap();
+        db.flush().unwrap();
+    }
+    let (s, rec) = Store::open_or_recover(&dir, opts, 1).unwrap();
+    let rec = rec.expect("a salvage ran");
+    assert_eq!(rec.salvage.lost_journal, vec![(4, 6)], "{rec:?}");
+    let kept: Vec<u64> = s.journal_from(1).map(|r| r.unwrap().0).collect();
+    assert_eq!(kept, vec![1, 2, 3, 7, 8, 9]);
+    assert!(s.next_journal_pos() >= 10, "positions are never reused");
+}
