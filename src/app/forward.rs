@@ -71,10 +71,14 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
         if seqs.is_empty() {
             return Ok(false);
         }
+        // Published and acknowledged at once (no broker): one batch, one commit.
+        let now = clock.now_ms();
         let published = LedgerEntry::Published { outbox_seqs: seqs.clone() };
-        s.append_ledger(&[LedgerRecord::new(clock.now_ms(), published)])?;
         let acked = LedgerEntry::Acknowledged { outbox_seqs: seqs.clone() };
-        s.outbox_ack_many(&seqs, &[LedgerRecord::new(clock.now_ms(), acked)])?;
+        s.outbox_ack_many(
+            &seqs,
+            &[LedgerRecord::new(now, published), LedgerRecord::new(now, acked)],
+        )?;
         Ok(true)
     })
     .await?

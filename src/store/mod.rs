@@ -92,7 +92,7 @@ mod seq;
 mod state;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use dedup_pages::DedupChange;
@@ -178,8 +178,21 @@ pub struct Store {
     state_unsynced: AtomicBool,
     /// A write or commit failed: what is in memory may be ahead of what is durable.
     poisoned: AtomicBool,
-    /// What commits made durable under `path`, so that the next fsyncs only what may have changed.
-    synced: Mutex<fsync::Synced>,
+    /// Held for a whole commit: what commits made durable under `path`, so that the next
+    /// fsyncs only what may have changed, and which commit calls the last commit covered.
+    synced: Mutex<CommitGate>,
+    /// Commit calls so far (each takes the next number).
+    commit_calls: AtomicU64,
+    /// The last journal position a commit made durable.
+    journal_durable: AtomicU64,
+}
+
+/// See [`Store::commit`].
+#[derive(Debug, Default)]
+struct CommitGate {
+    synced: fsync::Synced,
+    /// Commit calls up to this number were made before a commit that succeeded finished.
+    covered: u64,
 }
 
 pub(crate) const JOURNAL: &str = "journal";
@@ -233,7 +246,9 @@ impl Store {
             dirty: AtomicBool::new(false),
             state_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
-            synced: Mutex::new(fsync::Synced::default()),
+            synced: Mutex::new(CommitGate::default()),
+            commit_calls: AtomicU64::new(0),
+            journal_durable: AtomicU64::new(0),
         };
         store.load_positions()?;
         Ok(store)
@@ -250,6 +265,13 @@ impl Store {
     /// write (a write during a commit could be marked durable without being so, or reference raw
     /// bytes the commit did not sync). The daemon commits under its lock's shared side and
     /// writes under its exclusive side (`app::SharedStore`).
+    ///
+    /// So a call that finds another commit running waits for it and is done: every caller holds
+    /// the lock from before its call until it returns, so no write happened between the running
+    /// commit's call and this one, and the running commit's flush, which began after its call,
+    /// made this caller's writes durable too. A commit that fails covers nobody. Two threads that commit at once (the
+    /// ingest's group commit and the decide stage's checkpoint) then cost one flush and one
+    /// round of fsyncs, not two in a row.
     pub fn commit(&self) -> Result<()> {
         self.usable()?;
         let r = self.commit_inner();
@@ -273,15 +295,24 @@ impl Store {
     }
 
     fn commit_inner(&self) -> Result<()> {
+        let call = self.commit_calls.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut gate = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        if gate.covered >= call {
+            // The commit that held the gate when this call came covered this caller's writes.
+            return Ok(());
+        }
+        let journal_through = self.next_journal - 1;
         failpoint!("store::segments::before_fsync");
         self.segments.sync().map_err(|e| self.segment_err(e))?;
         self.db.flush().map_err(self.sled_err("flush"))?;
         failpoint!("store::commit::before_fsync");
-        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
-        fsync::fsync_dir_files(&self.path, Some(RAW_DIR), &mut synced).map_err(
+        fsync::fsync_dir_files(&self.path, Some(RAW_DIR), &mut gate.synced).map_err(
             |(file, source)| StoreError::Fsync { path: self.path.clone(), file, source },
         )?;
-        drop(synced);
+        // Every call made so far came while this commit ran (or before it): no write since.
+        gate.covered = self.commit_calls.load(Ordering::Acquire);
+        self.journal_durable.fetch_max(journal_through, Ordering::AcqRel);
+        drop(gate);
         self.dirty.store(false, Ordering::Release);
         self.state_unsynced.store(false, Ordering::Release);
         if self.gc_due.swap(false, Ordering::AcqRel) {

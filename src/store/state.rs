@@ -139,7 +139,11 @@ impl Store {
                 self.next_journal - 1
             )));
         }
-        if self.dirty.load(Ordering::Acquire) {
+        // The journal it covers must be durable first (its raw bytes above all); a later append
+        // waiting for its own group commit need not be.
+        if self.dirty.load(Ordering::Acquire)
+            && journal_pos > self.journal_durable.load(Ordering::Acquire)
+        {
             self.commit()?;
         }
         let mut value = Vec::with_capacity(9 + decider.len());
