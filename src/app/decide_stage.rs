@@ -13,6 +13,7 @@ use parking_lot::RwLockWriteGuard;
 
 use tokio::sync::{mpsc, Notify};
 
+use super::checkpoint_commit::CommitInFlight;
 use super::outputs::Pending;
 use super::telemetry::Telemetry;
 use super::{lock, read, AppError, SharedStore};
@@ -69,6 +70,8 @@ pub(super) struct DecideStage {
     pub(super) rule_changed: Option<String>,
     /// The duplicate memory's pages beside the checkpoint.
     dedup_pages: DedupPages,
+    /// The last checkpoint's commit, while it runs on its own thread.
+    in_flight: Option<CommitInFlight>,
 }
 
 /// Why a live sensor's samples stopped while the gateway was not running.
@@ -214,6 +217,7 @@ impl DecideStage {
             rule_version,
             rule_changed,
             dedup_pages,
+            in_flight: None,
             live_sources: config
                 .source
                 .iter()
@@ -252,7 +256,7 @@ impl DecideStage {
             let batch = match input.try_recv() {
                 Ok(b) => b,
                 Err(mpsc::error::TryRecvError::Empty) => {
-                    self.checkpoint(false)?;
+                    self.checkpoint(false, false)?;
                     last_cp = clock.monotonic_ms();
                     heartbeat.set_pending(false);
                     let b = input.blocking_recv();
@@ -271,13 +275,13 @@ impl DecideStage {
             self.decide(&batch);
             let due = clock.monotonic_ms() - last_cp >= self.commit_interval_ms;
             if due || self.pending.records >= self.commit_records {
-                self.checkpoint(false)?;
+                self.checkpoint(false, true)?;
                 last_cp = clock.monotonic_ms();
             }
         }
         // Every ingest task is gone: what they journaled without sending is decided now.
         self.catch_up(u64::MAX, &clock, &mut last_cp)?;
-        self.checkpoint(true)
+        self.checkpoint(true, false)
     }
 
     /// Decides the journal records after the last one decided and before `end`, read from the
@@ -309,7 +313,7 @@ impl DecideStage {
             self.decide(&chunk);
             let due = clock.monotonic_ms() - *last_cp >= self.commit_interval_ms;
             if due || self.pending.records >= self.commit_records {
-                self.checkpoint(false)?;
+                self.checkpoint(false, true)?;
                 *last_cp = clock.monotonic_ms();
             }
         }
@@ -379,21 +383,31 @@ impl DecideStage {
         }
     }
 
-    /// Writes the checkpoint batch if anything was decided since the last one, then truncates
-    /// the journal (when a batch's worth can go, or always when `last`) and wakes the forwarder.
-    fn checkpoint(&mut self, last: bool) -> Result<(), AppError> {
+    /// Writes the checkpoint batch if anything was decided since the last one, wakes the
+    /// forwarder, commits, then truncates the journal (when a batch's worth can go, or always
+    /// when `last`). With `defer` the commit runs on its own thread while the next records are
+    /// decided ([`CommitInFlight`]); the previous checkpoint's commit is finished first.
+    fn checkpoint(&mut self, last: bool, defer: bool) -> Result<(), AppError> {
+        self.finish_commit()?;
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.checkpoint_store(last)?;
-        let now = self.clock.monotonic_s();
-        let latencies: Vec<f64> = self.received_s.drain(..).map(|t| (now - t).max(0.0)).collect();
-        self.telemetry.checkpointed(&self.decider, self.last_at, &latencies);
-        self.telemetry.heartbeat.bump();
-        Ok(())
+        self.checkpoint_store(last, defer && !last)
     }
 
-    fn checkpoint_store(&mut self, last: bool) -> Result<(), AppError> {
+    /// Waits for the checkpoint commit in flight, if any, and does what follows it.
+    fn finish_commit(&mut self) -> Result<(), AppError> {
+        match self.in_flight.take() {
+            Some(c) => {
+                let (through, received) = (c.through, c.received_s.clone());
+                c.finish()?;
+                self.after_commit(false, through, received)
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn checkpoint_store(&mut self, last: bool, defer: bool) -> Result<(), AppError> {
         let payload = CheckpointPayload {
             decider: self.decider.snapshot(),
             offsets: self.offsets.clone(),
@@ -430,20 +444,43 @@ impl DecideStage {
             self.outbox_grew.notify_one();
         }
         crate::app::failpoint!("app::decide::before_commit");
+        let received = std::mem::take(&mut self.received_s);
+        let through = (self.last_pos, self.last_at);
+        if defer {
+            drop(store);
+            self.in_flight = Some(CommitInFlight::start(&shared, through, received)?);
+            return Ok(());
+        }
         store.commit()?;
-        let start = store.journal_start();
         drop(store);
+        self.after_commit(last, through, received)
+    }
+
+    /// What follows a checkpoint's commit; `through`: the last position it covers and that
+    /// record's ingest time; `received`: the receipt times of the batches it covers.
+    fn after_commit(
+        &mut self,
+        last: bool,
+        (last_pos, last_at): (u64, Option<i64>),
+        received: Vec<f64>,
+    ) -> Result<(), AppError> {
         crate::app::failpoint!("app::decide::after_checkpoint");
+        let now = self.clock.monotonic_s();
+        let latencies: Vec<f64> = received.iter().map(|t| (now - t).max(0.0)).collect();
+        self.telemetry.checkpointed(&self.decider, last_at, &latencies);
+        self.telemetry.heartbeat.bump();
+        let shared = self.store.clone();
+        let start = read(&shared).journal_start();
         // The exclusive lock only when a truncation is due: a batch's worth decided since the
         // floor was last set (retention may have moved the start meanwhile: it is read again).
-        if last || self.last_pos + 1 >= start.max(self.floor) + self.commit_records as u64 {
+        if last || last_pos + 1 >= start.max(self.floor) + self.commit_records as u64 {
             let mut store = lock(&shared);
             let oldest = self.oldest_referenced(&store)?;
-            let floor = oldest.map_or(self.last_pos + 1, |p| p.min(self.last_pos + 1));
+            let floor = oldest.map_or(last_pos + 1, |p| p.min(last_pos + 1));
             self.floor = floor;
             store.set_history_floor(floor);
             // History: what is older than the horizon goes (docs/contracts.md section 11).
-            let keep = match self.last_at {
+            let keep = match last_at {
                 Some(at) => {
                     store.journal_history_start(at.saturating_sub(self.history_ms), floor)?
                 }

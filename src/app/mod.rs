@@ -27,6 +27,7 @@
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
 
 pub mod audit;
+mod checkpoint_commit;
 mod decide_stage;
 pub mod forward;
 pub mod forward_mqtt;

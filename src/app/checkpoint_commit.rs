@@ -1,0 +1,56 @@
+//! The commit of a checkpoint, run on a thread of its own while the decide stage decides the
+//! next records.
+//!
+//! The decide stage applies a checkpoint's batch under the store's exclusive lock and hands its
+//! commit (sled's flush, then the fsyncs: milliseconds of waiting on the disk) to a
+//! [`CommitInFlight`], which takes the lock's shared side on its own thread. Deciding needs no
+//! lock, so the next batch is decided meanwhile; the next checkpoint's batch waits for the
+//! exclusive lock, so at most one commit is in flight and checkpoints become durable in order.
+//! What must follow durability (the journal's truncation, the latency and heartbeat telemetry)
+//! runs when the stage [`CommitInFlight::finish`]es it: before its next checkpoint, before it
+//! waits for input, and at its end.
+//!
+//! Nothing reads the checkpoint as durable before that: the forwarder may publish its records
+//! meanwhile, as it already could while the stage committed them itself (a crash before the
+//! commit decides them again, with the same ids), and an acknowledgement applied before the
+//! commit is later in sled's log than the records it removes, so no crash keeps the one without
+//! the other (docs/decisions.md, "The checkpoint's commit on a thread of its own").
+
+use std::thread::JoinHandle;
+
+use super::{AppError, SharedStore};
+use crate::store::StoreError;
+
+/// A checkpoint's commit running on its own thread.
+#[derive(Debug)]
+pub(super) struct CommitInFlight {
+    handle: JoinHandle<Result<(), StoreError>>,
+    /// The last journal position the checkpoint covers and that record's ingest time.
+    pub(super) through: (u64, Option<i64>),
+    /// Monotonic receipt times (seconds) of the batches this checkpoint covers.
+    pub(super) received_s: Vec<f64>,
+}
+
+impl CommitInFlight {
+    /// Starts committing `store` on a new thread.
+    pub(super) fn start(
+        store: &SharedStore,
+        through: (u64, Option<i64>),
+        received_s: Vec<f64>,
+    ) -> Result<CommitInFlight, AppError> {
+        let shared = store.clone();
+        let handle = std::thread::Builder::new()
+            .name("checkpoint-commit".into())
+            .spawn(move || super::read(&shared).commit())
+            .map_err(|source| AppError::Io { path: "checkpoint-commit thread".into(), source })?;
+        Ok(CommitInFlight { handle, through, received_s })
+    }
+
+    /// Waits until the commit is done; its error, if it failed (the store is poisoned then).
+    pub(super) fn finish(self) -> Result<(), AppError> {
+        match self.handle.join() {
+            Ok(r) => r.map_err(AppError::from),
+            Err(_) => Err(AppError::StageGone("checkpoint-commit")),
+        }
+    }
+}
