@@ -11,8 +11,8 @@
 //!   queued for the broker ([`Store::trim_history`]): history is input already decided and
 //!   delivered, so trimming it loses nothing the gateway promised to deliver.
 
-use super::journal::with_line;
-use super::{Result, Store};
+use super::journal::{decode_ref, with_line, BodyRef};
+use super::{page, Result, Store, JOURNAL};
 use crate::store::JournalRecord;
 
 /// What [`Store::trim_history`] removed.
@@ -28,6 +28,19 @@ pub struct HistoryTrim {
 
 /// One record of the history as `export` writes it.
 pub type HistoryRecord = JournalRecord;
+
+/// History lines as `export` writes them ([`Store::history_lines`]): each kept record's line and
+/// a newline, in journal order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HistoryLines {
+    pub text: Vec<u8>,
+    /// Lines in `text`.
+    pub lines: u64,
+    /// Records read within the time range, kept or not.
+    pub read: usize,
+    /// The position of the last of them.
+    pub last_pos: Option<u64>,
+}
 
 impl Store {
     /// The decide stage's floor: positions below it are decided, checkpointed and no queued
@@ -82,6 +95,58 @@ impl Store {
         }
         trim.start = self.journal_start;
         Ok(trim)
+    }
+
+    /// [`Store::history`] as text: up to `max` records with `from_at <= at < to_at`, each line
+    /// that `keep` accepts followed by a newline, without a copy of each line on its own (the
+    /// export's pace is sled's iteration and this copy: docs/performance.md).
+    pub fn history_lines(
+        &self,
+        from_pos: u64,
+        upto: u64,
+        (from_at, to_at): (i64, i64),
+        max: usize,
+        keep: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<HistoryLines> {
+        let from = from_pos.max(self.journal_start);
+        let mut out = HistoryLines::default();
+        let start = page::covering_seq(&self.journal, b"", from);
+        if start >= upto || max == 0 {
+            return Ok(out);
+        }
+        for kv in self.journal.range(start.to_be_bytes()..upto.to_be_bytes()) {
+            let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
+            let records =
+                page::keyed_entries(b"", &k, &v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
+            let on_page = page::is_page(&v).then(|| records.first().map_or(0, |(p, _)| *p));
+            for (pos, r) in records.into_iter().filter(|(p, _)| (from..upto).contains(p)) {
+                let (at, _, body) = decode_ref(&self.path, pos, on_page, r)?;
+                if at < from_at || at >= to_at {
+                    continue;
+                }
+                let read;
+                let line = match body {
+                    BodyRef::Inline(line) => line,
+                    BodyRef::Segment(s) => {
+                        read = self
+                            .segments
+                            .read(&s)
+                            .map_err(|what| self.corrupt(JOURNAL, &pos.to_be_bytes(), what))?;
+                        &read[..]
+                    }
+                };
+                (out.read, out.last_pos) = (out.read + 1, Some(pos));
+                if keep(line) {
+                    out.text.extend_from_slice(line);
+                    out.text.push(b'\n');
+                    out.lines += 1;
+                }
+                if out.read >= max {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// History records with `from_at <= at < to_at`, in journal order, at positions in
@@ -155,5 +220,26 @@ mod tests {
         // The history read by export: positions and ingest times.
         let h: Vec<u64> = s.history(1, 11, 8, i64::MAX).map(|r| r.unwrap().pos).collect();
         assert_eq!(h, vec![9, 10]);
+    }
+
+    /// The export's text: lines in the time range, from sled and from segment files, each with
+    /// a newline, `keep` deciding which are written, `max` bounding what is read.
+    #[test]
+    fn history_lines_are_the_kept_lines_in_range_up_to_max() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = store(dir.path());
+        let mut recs: Vec<(i64, Vec<u8>)> =
+            (0..6).map(|i| (i, format!("l{i}").into_bytes())).collect();
+        recs.push((6, vec![b'r'; 60]));
+        s.append_journal(&recs).unwrap();
+        let all = &mut |_: &[u8]| true;
+        let h = s.history_lines(1, 8, (1, i64::MAX), 100, all).unwrap();
+        let text = [&b"l1\nl2\nl3\nl4\nl5\n"[..], &[b'r'; 60], b"\n"].concat();
+        assert_eq!((h.text, h.lines, h.read, h.last_pos), (text, 6, 6, Some(7)));
+        let odd = &mut |l: &[u8]| l.last().is_some_and(|b| b % 2 == 1);
+        let h = s.history_lines(3, 8, (0, 5), 2, odd).unwrap();
+        assert_eq!((h.text, h.lines, h.read, h.last_pos), (b"l3\n".to_vec(), 1, 2, Some(4)));
+        let h = s.history_lines(1, 8, (100, 200), 10, all).unwrap();
+        assert_eq!((h.lines, h.last_pos), (0, None), "nothing in the time range");
     }
 }

@@ -115,18 +115,38 @@ pub(super) fn decode_meta(
     page: Option<u64>,
     value: &[u8],
 ) -> Result<JournalMeta> {
-    let (at, origin, body) = parse(value).map_err(|what| {
+    let (at, origin, body) = decode_ref(path, pos, page, value)?;
+    let body = match body {
+        BodyRef::Inline(line) => Body::Inline(line.to_vec()),
+        BodyRef::Segment(r) => Body::Segment(r),
+    };
+    Ok(JournalMeta { pos, at, origin, body, stored: value.len() as u64 })
+}
+
+/// [`decode_meta`] without copying an inline line: `(at, origin, body)`.
+pub(super) fn decode_ref<'v>(
+    path: &Path,
+    pos: u64,
+    page: Option<u64>,
+    value: &'v [u8],
+) -> Result<(i64, Option<Origin>, BodyRef<'v>)> {
+    parse(value).map_err(|what| {
         let what = match page {
             Some(p) => format!("{what} (on the page under {p})"),
             None => what,
         };
         corrupt(path, JOURNAL, &pos.to_be_bytes(), what)
-    })?;
-    Ok(JournalMeta { pos, at, origin, body, stored: value.len() as u64 })
+    })
+}
+
+/// A line in the record's bytes, or where it is.
+pub(super) enum BodyRef<'v> {
+    Inline(&'v [u8]),
+    Segment(SegmentRef),
 }
 
 /// The fields of one journal record's bytes, or what is wrong with them.
-fn parse(value: &[u8]) -> std::result::Result<(i64, Option<Origin>, Body), String> {
+fn parse(value: &[u8]) -> std::result::Result<(i64, Option<Origin>, BodyRef<'_>), String> {
     let short = || format!("journal record too short ({} bytes)", value.len());
     let (version, mut rest) = value.split_first().ok_or_else(short)?;
     let at = i64::from_be_bytes(take::<8>(&mut rest).ok_or_else(short)?);
@@ -135,10 +155,10 @@ fn parse(value: &[u8]) -> std::result::Result<(i64, Option<Origin>, Body), Strin
         Some(Origin { source, end_offset: u64::from_be_bytes(take::<8>(rest)?) })
     };
     let (origin, body) = match *version {
-        VERSION => (None, Body::Inline(rest.to_vec())),
+        VERSION => (None, BodyRef::Inline(rest)),
         VERSION_ORIGIN => {
             let o = origin(&mut rest).ok_or_else(short)?;
-            (Some(o), Body::Inline(rest.to_vec()))
+            (Some(o), BodyRef::Inline(rest))
         }
         VERSION_SEGMENT => {
             let o = match take::<1>(&mut rest).ok_or_else(short)? {
@@ -158,7 +178,7 @@ fn parse(value: &[u8]) -> std::result::Result<(i64, Option<Origin>, Body), Strin
             if !rest.is_empty() {
                 return Err(format!("{} bytes after a segment reference", rest.len()));
             }
-            (o, Body::Segment(r))
+            (o, BodyRef::Segment(r))
         }
         v => return Err(format!("unknown journal record version {v}")),
     };

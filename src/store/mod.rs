@@ -45,13 +45,16 @@
 //!   the last commit, and possibly some later ones (a prefix of them, in position order).
 //! - [`Store::checkpoint`], [`Store::outbox_ack`], [`Store::truncate_journal_before`] and
 //!   [`Store::allocate_seq_block`] commit before they return, and so also make durable every
-//!   append before them. A checkpoint first commits the journal it covers, then writes the
+//!   append before them. A checkpoint first commits the journal it covers (unless a commit
+//!   already made it durable: appends after it need not be), then writes the
 //!   checkpoint, its outbox records and the next outbox sequence in **one `Batch` on one tree**
 //!   (`state`): sled applies a batch on one tree atomically; we do not rely on multi-tree
 //!   transactions. Ledger records describing a change go into that change's batch
 //!   ([`Store::checkpoint_with_ledger`], [`Store::outbox_ack_many`]).
 //!   [`Store::apply_checkpoint_with_archive`] applies that batch without the final commit, for a
-//!   caller that commits with [`Store::commit`] while readers go on (the decide stage).
+//!   caller that commits with [`Store::commit`] while readers go on (the decide stage, on a
+//!   thread of its own while it decides the next records). Commit calls that overlap share one
+//!   flush and one round of fsyncs ([`Store::commit`]).
 //! - A write or commit that fails (an I/O error, a failed fsync, an injected fault) poisons the
 //!   store: what sled holds in memory may then be ahead of the disk (after a failed fsync the
 //!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
@@ -99,7 +102,7 @@ pub use dedup_pages::DedupChange;
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;
-pub use history::{HistoryRecord, HistoryTrim};
+pub use history::{HistoryLines, HistoryRecord, HistoryTrim};
 pub use journal::{JournalRecord, Origin};
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_read::OutboxScan;

@@ -12,7 +12,7 @@ use std::io::Write;
 
 use super::view::View;
 use super::AuditError;
-use crate::store::HistoryRecord;
+use crate::store::HistoryLines;
 use crate::trace::{parse::parse_line, Arrival};
 
 /// History records read under one hold of the store's lock.
@@ -31,10 +31,11 @@ pub struct Span {
 }
 
 impl Span {
-    /// Whether `rec` belongs to the export (its ingest time is already within the range).
-    fn keeps(&self, rec: &HistoryRecord) -> bool {
+    /// Whether a record's `line` belongs to the export (its ingest time is already within the
+    /// range).
+    fn keeps(&self, line: &[u8]) -> bool {
         let Some(machine) = &self.machine else { return true };
-        match parse_line(&rec.line) {
+        match parse_line(line) {
             Ok(l) => match &l.arrival {
                 Arrival::Event(e) => &e.machine == machine,
                 Arrival::Samples(s) => &s.machine == machine,
@@ -63,12 +64,12 @@ pub fn export(view: &View<'_>, span: &Span, out: &mut dyn Write) -> Result<Expor
     let mut done = Exported { start, end, ..Exported::default() };
     let mut next = start;
     while next < end {
-        let page = view.read(|s| -> Result<Option<Vec<HistoryRecord>>, AuditError> {
+        let page = view.read(|s| -> Result<Option<HistoryLines>, AuditError> {
             if s.journal_start() > next {
                 return Ok(None);
             }
-            let page = s.history(next, end, from_at, to_at).take(EXPORT_PAGE);
-            Ok(Some(page.collect::<Result<Vec<_>, _>>()?))
+            let keep = &mut |line: &[u8]| span.keeps(line);
+            Ok(Some(s.history_lines(next, end, (from_at, to_at), EXPORT_PAGE, keep)?))
         })?;
         let Some(page) = page else {
             return Err(AuditError::Usage(format!(
@@ -76,13 +77,10 @@ pub fn export(view: &View<'_>, span: &Span, out: &mut dyn Write) -> Result<Expor
                  exported (the store is over [store] max_bytes): export a later --from"
             )));
         };
-        let Some(last) = page.last().map(|r| r.pos) else { break };
+        let Some(last) = page.last_pos else { break };
         next = last + 1;
-        for rec in page.iter().filter(|r| span.keeps(r)) {
-            out.write_all(&rec.line)?;
-            out.write_all(b"\n")?;
-            done.lines += 1;
-        }
+        out.write_all(&page.text)?;
+        done.lines += page.lines;
     }
     Ok(done)
 }
