@@ -76,11 +76,11 @@ impl Store {
     /// Journal record `pos` without its line, reading only its own entry of its page (`None`
     /// when it is not in the journal).
     pub(super) fn journal_meta(&self, pos: u64) -> Result<Option<JournalMeta>> {
-        let first = self.journal_key_covering(pos);
-        let key = first.to_be_bytes();
-        let Some(v) = self.journal.get(key).map_err(self.sled_err("read tree journal"))? else {
+        let covering = page::covering(&self.journal, b"", pos);
+        let Some((first, v)) = covering.map_err(self.sled_err("read tree journal"))? else {
             return Ok(None);
         };
+        let key = first.to_be_bytes();
         let record =
             page::entry(&v, pos - first).map_err(|what| self.corrupt(JOURNAL, &key, what))?;
         let on_page = page::is_page(&v).then_some(first);

@@ -212,6 +212,25 @@ pub(super) fn covering_seq(tree: &sled::Tree, prefix: &[u8], seq: u64) -> u64 {
     }
 }
 
+/// The key (its sequence) and value in `tree` under which record `seq` of the `prefix` keys
+/// lies, if any: [`covering_seq`] and its value in one lookup.
+pub(super) fn covering(
+    tree: &sled::Tree,
+    prefix: &[u8],
+    seq: u64,
+) -> sled::Result<Option<(u64, sled::IVec)>> {
+    let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
+    let Some((k, v)) = tree.range(key(0)..=key(seq)).next_back().transpose()? else {
+        return Ok(None);
+    };
+    Ok(match (key_seq(prefix, &k), count(&v)) {
+        (Some(first), Some(n)) if first.saturating_add(n) > seq => Some((first, v)),
+        // A value under `seq` itself whose page header is damaged: the reader reports it.
+        (Some(first), None) if first == seq => Some((first, v)),
+        _ => None,
+    })
+}
+
 /// A filter over `(sequence, _)` results that passes each sequence once, ascending, from `from`
 /// on (a record damage put under two keys is given once), and every error.
 pub(super) fn ascending_from<T, E>(from: u64) -> impl FnMut(&Result<(u64, T), E>) -> bool {
