@@ -21,21 +21,24 @@ use std::thread::JoinHandle;
 use super::{AppError, SharedStore};
 use crate::store::StoreError;
 
+/// The last journal position a checkpoint covers and that record's ingest time.
+pub(super) type Through = (u64, Option<i64>);
+
 /// A checkpoint's commit running on its own thread.
 #[derive(Debug)]
 pub(super) struct CommitInFlight {
     handle: JoinHandle<Result<(), StoreError>>,
     /// The last journal position the checkpoint covers and that record's ingest time.
-    pub(super) through: (u64, Option<i64>),
+    through: Through,
     /// Monotonic receipt times (seconds) of the batches this checkpoint covers.
-    pub(super) received_s: Vec<f64>,
+    received_s: Vec<f64>,
 }
 
 impl CommitInFlight {
     /// Starts committing `store` on a new thread.
     pub(super) fn start(
         store: &SharedStore,
-        through: (u64, Option<i64>),
+        through: Through,
         received_s: Vec<f64>,
     ) -> Result<CommitInFlight, AppError> {
         let shared = store.clone();
@@ -46,10 +49,11 @@ impl CommitInFlight {
         Ok(CommitInFlight { handle, through, received_s })
     }
 
-    /// Waits until the commit is done; its error, if it failed (the store is poisoned then).
-    pub(super) fn finish(self) -> Result<(), AppError> {
+    /// Waits until the commit is done: what it was started with, or its error if it failed
+    /// (the store is poisoned then).
+    pub(super) fn finish(self) -> Result<(Through, Vec<f64>), AppError> {
         match self.handle.join() {
-            Ok(r) => r.map_err(AppError::from),
+            Ok(r) => r.map(|()| (self.through, self.received_s)).map_err(AppError::from),
             Err(_) => Err(AppError::StageGone("checkpoint-commit")),
         }
     }

@@ -399,8 +399,7 @@ impl DecideStage {
     fn finish_commit(&mut self) -> Result<(), AppError> {
         match self.in_flight.take() {
             Some(c) => {
-                let (through, received) = (c.through, c.received_s.clone());
-                c.finish()?;
+                let (through, received) = c.finish()?;
                 self.after_commit(false, through, received)
             }
             None => Ok(()),

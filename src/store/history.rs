@@ -11,9 +11,8 @@
 //!   queued for the broker ([`Store::trim_history`]): history is input already decided and
 //!   delivered, so trimming it loses nothing the gateway promised to deliver.
 
-use super::journal::{decode_ref, with_line, BodyRef};
+use super::journal::{decode_ref, BodyRef};
 use super::{page, Result, Store, JOURNAL};
-use crate::store::JournalRecord;
 
 /// What [`Store::trim_history`] removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,9 +24,6 @@ pub struct HistoryTrim {
     /// The journal's first position afterwards.
     pub start: u64,
 }
-
-/// One record of the history as `export` writes it.
-pub type HistoryRecord = JournalRecord;
 
 /// History lines as `export` writes them ([`Store::history_lines`]): each kept record's line and
 /// a newline, in journal order.
@@ -97,9 +93,12 @@ impl Store {
         Ok(trim)
     }
 
-    /// [`Store::history`] as text: up to `max` records with `from_at <= at < to_at`, each line
-    /// that `keep` accepts followed by a newline, without a copy of each line on its own (the
-    /// export's pace is sled's iteration and this copy: docs/performance.md).
+    /// The history as `export` writes it: up to `max` records with `from_at <= at < to_at`, in
+    /// journal order, at positions in `[from_pos, upto)` (from the journal's start when
+    /// `from_pos` is below it; with `upto` the checkpoint's position + 1 when the caller began,
+    /// the records decided by then), each line that `keep` accepts followed by a newline. Lines
+    /// are copied once, into the text (the export's pace is sled's iteration and this copy:
+    /// docs/performance.md); lines in segment files are read only for records in range.
     pub fn history_lines(
         &self,
         from_pos: u64,
@@ -147,26 +146,6 @@ impl Store {
             }
         }
         Ok(out)
-    }
-
-    /// History records with `from_at <= at < to_at`, in journal order, at positions in
-    /// `[from_pos, upto)` (from the journal's start when `from_pos` is below it): with `upto` the
-    /// checkpoint's position + 1 when the caller began, the records decided by then. Lines in
-    /// segment files are read only for records in range.
-    pub fn history(
-        &self,
-        from_pos: u64,
-        upto: u64,
-        from_at: i64,
-        to_at: i64,
-    ) -> impl Iterator<Item = Result<HistoryRecord>> + '_ {
-        let from = from_pos.max(self.journal_start);
-        let upto = upto.max(from);
-        self.journal_metas(from, upto).filter_map(move |m| match m {
-            Ok(m) if m.at < from_at || m.at >= to_at => None,
-            Ok(m) => Some(with_line(&self.path, &self.segments, m)),
-            Err(e) => Some(Err(e)),
-        })
     }
 }
 
@@ -217,9 +196,10 @@ mod tests {
         assert_eq!((t.records, t.start), (4, 7), "{t:?}");
         assert!(segments(dir.path()) < before, "segments left without references are deleted");
         assert_eq!(s.journal_from(1).next().unwrap().unwrap().0, 7);
-        // The history read by export: positions and ingest times.
-        let h: Vec<u64> = s.history(1, 11, 8, i64::MAX).map(|r| r.unwrap().pos).collect();
-        assert_eq!(h, vec![9, 10]);
+        // The history read by export: positions and ingest times (positions 9 and 10).
+        let h = s.history_lines(1, 11, (8, i64::MAX), 100, &mut |_| true).unwrap();
+        assert_eq!((h.read, h.last_pos), (2, Some(10)));
+        assert_eq!(h.text, [vec![b'x'; 100], b"\n".to_vec()].concat().repeat(2));
     }
 
     /// The export's text: lines in the time range, from sled and from segment files, each with

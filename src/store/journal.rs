@@ -316,18 +316,15 @@ impl Store {
             batch.remove(key.map_err(self.sled_err("iterate tree journal"))?);
         }
         // The page holding `pos`, if it began before it, keeps its records from `pos` on.
-        let covering = page::covering_seq(&self.journal, b"", pos);
-        if covering < pos {
-            let key = covering.to_be_bytes();
-            if let Some(v) = self.journal.get(key).map_err(self.sled_err("read tree journal"))? {
-                let records = page::keyed_entries(b"", &key, &v)
-                    .map_err(|what| self.corrupt(JOURNAL, &key, what))?;
-                let tail: Vec<&[u8]> =
-                    records.iter().filter(|(p, _)| *p >= pos).map(|(_, r)| *r).collect();
-                if !tail.is_empty() {
-                    batch.insert(&pos.to_be_bytes(), page::value(&tail));
-                }
-            }
+        let covering =
+            page::covering(&self.journal, b"", pos).map_err(self.sled_err("read tree journal"))?;
+        if let Some((first, v)) = covering.filter(|(first, _)| *first < pos) {
+            let key = first.to_be_bytes();
+            let records = page::keyed_entries(b"", &key, &v)
+                .map_err(|what| self.corrupt(JOURNAL, &key, what))?;
+            let tail: Vec<&[u8]> =
+                records.iter().filter(|(p, _)| *p >= pos).map(|(_, r)| *r).collect();
+            batch.insert(&pos.to_be_bytes(), page::value(&tail));
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         // Segments left without references go once this removal is durable (the next commit).

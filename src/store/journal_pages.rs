@@ -73,7 +73,7 @@ impl Store {
             .filter(move |m| m.as_ref().map_or(true, |m| m.pos >= from))
     }
 
-    /// Journal record `pos` without its line, reading only its own entry of its page (`None`
+    /// Journal record `pos` without its line, decoding only its own entry of its page (`None`
     /// when it is not in the journal).
     pub(super) fn journal_meta(&self, pos: u64) -> Result<Option<JournalMeta>> {
         let covering = page::covering(&self.journal, b"", pos);

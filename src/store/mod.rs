@@ -102,7 +102,7 @@ pub use dedup_pages::DedupChange;
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;
-pub use history::{HistoryLines, HistoryRecord, HistoryTrim};
+pub use history::{HistoryLines, HistoryTrim};
 pub use journal::{JournalRecord, Origin};
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_read::OutboxScan;
@@ -183,7 +183,7 @@ pub struct Store {
     poisoned: AtomicBool,
     /// Held for a whole commit: what commits made durable under `path`, so that the next
     /// fsyncs only what may have changed, and which commit calls the last commit covered.
-    synced: Mutex<CommitGate>,
+    commit_gate: Mutex<CommitGate>,
     /// Commit calls so far (each takes the next number).
     commit_calls: AtomicU64,
     /// The last journal position a commit made durable.
@@ -249,7 +249,7 @@ impl Store {
             dirty: AtomicBool::new(false),
             state_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
-            synced: Mutex::new(CommitGate::default()),
+            commit_gate: Mutex::new(CommitGate::default()),
             commit_calls: AtomicU64::new(0),
             journal_durable: AtomicU64::new(0),
         };
@@ -299,7 +299,7 @@ impl Store {
 
     fn commit_inner(&self) -> Result<()> {
         let call = self.commit_calls.fetch_add(1, Ordering::AcqRel) + 1;
-        let mut gate = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gate = self.commit_gate.lock().unwrap_or_else(|p| p.into_inner());
         if gate.covered >= call {
             // The commit that held the gate when this call came covered this caller's writes.
             return Ok(());

@@ -61,9 +61,10 @@ impl Store {
 
     /// Whether outbox record `seq` is still pending.
     pub fn outbox_contains(&self, seq: u64) -> Result<bool> {
-        let key = outbox_key(self.outbox_key_covering(seq));
-        let v = self.state.get(key).map_err(self.sled_err("look up an o/ key in tree state"))?;
-        let Some(v) = v else { return Ok(false) };
+        let covering = page::covering(&self.state, OUTBOX, seq)
+            .map_err(self.sled_err("look up an o/ key in tree state"))?;
+        let Some((first, v)) = covering else { return Ok(false) };
+        let key = outbox_key(first);
         let records = outbox_entries(&key, &v).map_err(|what| self.corrupt(STATE, &key, what))?;
         Ok(records.iter().any(|(s, _)| *s == seq))
     }

@@ -102,31 +102,14 @@ pub(super) fn value(records: &[&[u8]]) -> Vec<u8> {
     }
 }
 
-/// Record `index` of the records under one key (the value itself when it is no page), without
-/// reading the others; `Ok(None)` when the page holds fewer.
+/// Record `index` of the records under one key (the value itself when it is no page);
+/// `Ok(None)` when the page holds fewer.
 pub(super) fn entry(value: &[u8], index: u64) -> Result<Option<&[u8]>, String> {
     if !is_page(value) {
         return Ok((index == 0).then_some(value));
     }
-    let n = count(value).ok_or("page header cut short")?;
-    if index >= n {
-        return Ok(None);
-    }
-    let mut rest = &value[5..];
-    for i in 0..=index {
-        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
-            return Err(format!("page of {n} records cut short at record {i}"));
-        };
-        let len = u32::from_be_bytes(*len) as usize;
-        if tail.len() < len {
-            return Err(format!("page of {n} records cut short in record {i}"));
-        }
-        if i == index {
-            return Ok(Some(&tail[..len]));
-        }
-        rest = &tail[len..];
-    }
-    unreachable!("the loop returns at i == index")
+    let records = entries(value)?;
+    Ok(usize::try_from(index).ok().and_then(|i| records.get(i).copied()))
 }
 
 /// Why [`remove`] could not remove records.
@@ -152,11 +135,11 @@ pub(super) fn remove(
     seqs.dedup();
     let (mut i, mut removed) = (0, 0);
     while i < seqs.len() {
-        let k = key(covering_seq(tree, prefix, seqs[i]));
-        let Some(v) = tree.get(&k).map_err(RemoveError::Sled)? else {
+        let Some((first, v)) = covering(tree, prefix, seqs[i]).map_err(RemoveError::Sled)? else {
             i += 1;
             continue;
         };
+        let k = key(first);
         let records = keyed_entries(prefix, &k, &v)
             .map_err(|what| RemoveError::Corrupt(k[..].into(), what))?;
         let end = records.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
@@ -202,18 +185,11 @@ pub(super) fn keyed_entries<'v>(
 /// The sequence of the key in `tree` under which record `seq` of the `prefix` keys lies: `seq`
 /// itself, or the first sequence of the page holding it.
 pub(super) fn covering_seq(tree: &sled::Tree, prefix: &[u8], seq: u64) -> u64 {
-    let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
-    match tree.range(key(0)..=key(seq)).next_back() {
-        Some(Ok((k, v))) => match (key_seq(prefix, &k), count(&v)) {
-            (Some(first), Some(n)) if first.saturating_add(n) > seq => first,
-            _ => seq,
-        },
-        _ => seq,
-    }
+    covering(tree, prefix, seq).ok().flatten().map_or(seq, |(first, _)| first)
 }
 
 /// The key (its sequence) and value in `tree` under which record `seq` of the `prefix` keys
-/// lies, if any: [`covering_seq`] and its value in one lookup.
+/// lies, if any.
 pub(super) fn covering(
     tree: &sled::Tree,
     prefix: &[u8],
