@@ -303,9 +303,25 @@ fn a_forwarder_stopped_by_a_store_error_stops_the_daemon() {
 /// while the forwarder publishes. Killed in between, the daemon decides the same records again
 /// after a restart: every alert delivered before the kill is delivered again, identical (same
 /// `alert_id`, `revision` and content, which consumers deduplicate on), and nothing is lost.
+///
+/// "Not durable" is only what the kill finds: sled writes sealed log buffers to its file on a
+/// thread of its own (`iobuf::maybe_seal_and_write_iobuf`), and what reached the page cache
+/// survives a SIGKILL, commit or not. So an attempt whose delivered alerts all turn out archived
+/// after the kill did not reach the case: it is run again, in a fresh directory, up to
+/// `ATTEMPTS` times (it stops at the first that did), and the test fails if none did. Alerts that were archived must still be
+/// delivered (once is enough: they are not decided again).
 #[cfg(feature = "failpoints")]
 #[test]
 fn killed_after_publishing_an_alert_before_its_checkpoint_commits_sends_it_again_identical() {
+    const ATTEMPTS: usize = 6;
+    let reached = (0..ATTEMPTS).any(|_| alert_published_then_killed_before_its_commit());
+    assert!(reached, "in {ATTEMPTS} attempts, no alert was delivered and still not archived");
+}
+
+/// One attempt of the test above; whether it reached the case (an alert delivered whose
+/// checkpoint had not committed when the daemon was killed).
+#[cfg(feature = "failpoints")]
+fn alert_published_then_killed_before_its_commit() -> bool {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), free_port(), "max_queued_messages 0");
     let root = "lg/gw-test";
@@ -314,28 +330,30 @@ fn killed_after_publishing_an_alert_before_its_checkpoint_commits_sends_it_again
     write_trace(&trace, 80);
     let cfg = config(dir.path(), "run.toml", "golden.toml", &trace, broker.port, "replay_rate = 0");
     // Every checkpoint waits 5 s between its applied batch and its commit: the kill below, right
-    // after the subscriber got an alert, lands in that wait.
-    let pause = [("FAILPOINTS", "app::decide::before_commit=sleep(5000)")];
+    // after the subscriber got an alert, lands in that wait. The forwarder's own commit (which
+    // makes applied acknowledgements durable, under the shared lock) is off: run during that
+    // wait, it would make the checkpoint's batch durable too, before its alert was published.
+    let pause =
+        [("FAILPOINTS", "app::decide::before_commit=sleep(5000);forward::fetch::sync=return")];
     let mut d = Daemon::start(&cfg, &[], &pause);
     wait_for("an alert at the subscriber", || !delivered(&sub).alerts.is_empty());
     d.kill(); // SIGKILL
     d.wait(DEADLINE);
     let before = delivered(&sub).alerts;
-    // Delivered, and not durable: its checkpoint (which archives it) had not committed.
     let archived: BTreeSet<_> = cli(&["dump", "alerts"], &cfg)
         .lines()
         .map(|l| alert_key(&serde_json::from_str(l).unwrap()))
         .collect();
-    for a in &before {
-        assert!(!archived.contains(&alert_key(a)), "{a} was committed before it was published");
-    }
+    let not_durable: Vec<&Value> =
+        before.iter().filter(|a| !archived.contains(&alert_key(a))).collect();
 
     run_to_end(&cfg, &[]);
     check_store(&cfg);
     let (alerts, _) = replayed(&trace, &cfg, dir.path());
     let d = check_delivered(&sub, root, &accepted(&ledger(&cfg)), &alerts);
-    for a in &before {
-        let copies = d.alerts.iter().filter(|b| *b == a).count();
+    for a in &not_durable {
+        let copies = d.alerts.iter().filter(|b| *b == *a).count();
         assert!(copies >= 2, "published before the kill, then not durable: sent again ({a})");
     }
+    !not_durable.is_empty()
 }

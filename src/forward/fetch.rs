@@ -61,6 +61,10 @@ pub(super) fn write(
 /// Makes applied acknowledgements durable unless a commit since has; returns whether it
 /// committed. Shared: reads go on during the fsync, writes wait for it.
 fn sync(store: &RwLock<Store>) -> Result<bool, FetchError> {
+    // A test that must keep a checkpoint's batch from becoming durable through this commit
+    // turns it off; acknowledgements then wait for the next checkpoint's commit.
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("forward::fetch::sync", |_| Ok(false));
     Ok(store.read().commit_if_needed()?)
 }
 
