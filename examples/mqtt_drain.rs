@@ -2,7 +2,8 @@
 //! broker and reports rates.
 //!
 //! `mqtt_drain fill STORE MINUTES SENSORS` — per sensor and second one event and one 1 s frame of
-//!   3200 raw samples (journal `samples` line + outbox `Samples` record), as the pipeline would.
+//!   3200 raw samples (journal `samples` line, its encoded frame beside it + outbox `Samples`
+//!   record), as the pipeline would.
 //! `mqtt_drain fill-events STORE MINUTES SENSORS` — the same events without the raw samples.
 //! `mqtt_drain drain STORE PORT [CACHE_MIB [INFLIGHT [INFLIGHT_KIB]]]` — runs the forwarder
 //!   (unpaced; store cache 64 MiB, window 64 and the daemon's byte window unless given, the
@@ -24,8 +25,10 @@ use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
 use linegate::config::MqttForwardConfig;
+use linegate::event::Unit;
 use linegate::forward::{run, ForwardStats, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
+use linegate::records::samples_codec::encode_block;
 use linegate::store::{Store, StoreOptions};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
@@ -44,6 +47,7 @@ fn event_json(sensor: usize, seq: u64) -> String {
 fn fill(path: &str, minutes: u64, sensors: usize, frames: bool) {
     let mut store = Store::open(path.as_ref(), StoreOptions::default()).unwrap();
     let data: Vec<String> = (0..RATE).map(|i| format!("{:.4}", ((i % 97) as f64) / 97.0)).collect();
+    let values: Vec<f64> = data.iter().map(|v| v.parse().unwrap()).collect();
     let data = data.join(",");
     for minute in 0..minutes {
         let mut lines = Vec::new();
@@ -79,10 +83,18 @@ fn fill(path: &str, minutes: u64, sensors: usize, frames: bool) {
                     t0_ms: t0,
                     rate_hz: RATE as f64,
                     n: RATE as u32,
+                    frame: None,
                 });
             }
         }
         let range = store.append_journal(&lines).unwrap();
+        // Each block's encoded frame beside the lines, as the decide stage writes it.
+        for r in &mut recs {
+            if let OutboxRecord::Samples { t0_ms, frame, .. } = r {
+                let block = encode_block(*t0_ms, RATE as f64, Unit::G, "z", &values);
+                *frame = store.append_frame(&block).unwrap();
+            }
+        }
         let bytes: Vec<Vec<u8>> = recs.iter().map(OutboxRecord::encode).collect();
         store.checkpoint_with_ledger(range.end - 1, b"bench", &bytes, &[]).unwrap();
     }

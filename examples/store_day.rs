@@ -79,6 +79,7 @@ fn main() {
                     t0_ms,
                     rate_hz: RATE as f64,
                     n: RATE as u32,
+                    frame: None,
                 });
                 let json = format!(
                     r#"{{"event_id":"gw.s{k}.{sec}","machine":"m{}","sensor":"s{k}","seq":{sec},"ts_ms":{t0_ms},"metric":"accel_rms","unit":"g","value":0.21}}"#,

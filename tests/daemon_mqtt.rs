@@ -10,6 +10,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use linegate::records::samples_codec::SamplesFrame;
 use serde_json::Value;
 use support::daemon::{run_to_end, Daemon};
 use support::mqtt::{received_events, Broker, Subscriber};
@@ -186,10 +187,56 @@ fn steady_flow_delivers_every_event_and_the_replay_alerts() {
         let status = sub.on(&format!("{root}/status"));
         assert_eq!(status.first().map(|s| s.1.as_slice()), Some(&br#"{"state":"online"}"#[..]));
         if gateway == "gw-cwru" {
-            assert!(!sub.on("/samples/").is_empty(), "CWRU raw frames are forwarded");
+            check_frames(&sub, &root, &trace);
+            // The blocks were encoded once, when decided, beside their lines (kept as history).
+            let frames = std::fs::read_dir(dir.path().join("db/raw")).unwrap().map(|f| {
+                let bytes = std::fs::read(f.unwrap().path()).unwrap();
+                bytes.windows(4).filter(|w| *w == b"LGSF").count()
+            });
+            assert!(frames.sum::<usize>() > 0, "no encoded frame in the segment files");
         }
     }
     assert!(alert_records >= 10, "the traces make alerts: {alert_records}");
+}
+
+/// Every `samples` block of `trace` arrived on `samples/{machine}/{sensor}` whole: its frames,
+/// put together by `first_index`, hold its values as `f32`, at its `t0_ms` and `rate_hz`.
+fn check_frames(sub: &Subscriber, root: &str, trace: &Path) {
+    type Block = (String, String, i64);
+    let mut want: BTreeMap<Block, (f64, Vec<f32>)> = BTreeMap::new();
+    for line in std::fs::read_to_string(trace).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["kind"] != "samples" {
+            continue;
+        }
+        let name = |k: &str| v[k].as_str().unwrap().to_owned();
+        let key = (name("machine"), name("sensor"), v["t0_ms"].as_i64().unwrap());
+        let data = v["data"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32);
+        want.insert(key, (v["rate_hz"].as_f64().unwrap(), data.collect()));
+    }
+    let mut got: BTreeMap<Block, (f64, BTreeMap<u32, Vec<f32>>)> = BTreeMap::new();
+    for (topic, payload) in sub.on(&format!("{root}/samples/")) {
+        let rest = topic.strip_prefix(&format!("{root}/samples/")).unwrap();
+        let (machine, sensor) = rest.split_once('/').unwrap();
+        let f = SamplesFrame::decode(&payload).unwrap();
+        let block = got.entry((machine.into(), sensor.into(), f.t0_ms)).or_default();
+        block.0 = f.rate_hz;
+        block.1.insert(f.first_index, f.values);
+    }
+    assert!(!want.is_empty(), "{} has raw samples", trace.display());
+    let got: BTreeMap<Block, (f64, Vec<f32>)> = got
+        .into_iter()
+        .map(|(k, (rate, parts))| (k, (rate, parts.into_values().flatten().collect())))
+        .collect();
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
+    for (k, w) in &want {
+        assert!(
+            got[k] == *w,
+            "block {k:?}: {} samples arrived, {} sent",
+            got[k].1.len(),
+            w.1.len()
+        );
+    }
 }
 
 /// A trace of `n` events for each of four sensors of machine `m1`, one per second, high (0.9 g)

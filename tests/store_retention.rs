@@ -45,6 +45,8 @@ fn fill(s: &mut Store, model: &mut Model, second: &mut i64, seconds: i64, sensor
             let mut line = vec![(k as u8).wrapping_add(*second as u8); FRAME_BYTES];
             line[0] = b'S';
             let pos = s.append_journal(&[(t0 + 1000, line)]).unwrap().start;
+            // Its encoded frame beside it, as the decide stage writes one (bytes of that size).
+            let frame = s.append_frame(&vec![b'F'; FRAME_BYTES / 2]).unwrap();
             adds.push(OutboxRecord::Samples {
                 machine: "m1".into(),
                 sensor: format!("s{k}"),
@@ -52,6 +54,7 @@ fn fill(s: &mut Store, model: &mut Model, second: &mut i64, seconds: i64, sensor
                 t0_ms: t0,
                 rate_hz: 3200.0,
                 n: 3200,
+                frame,
             });
             adds.push(OutboxRecord::Event {
                 machine: "m1".into(),

@@ -176,6 +176,7 @@ fn fixture_samples(journal_pos: u64) -> linegate::records::outbox::OutboxRecord 
         t0_ms,
         rate_hz,
         n,
+        frame: None,
     }
 }
 

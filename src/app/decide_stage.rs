@@ -417,7 +417,9 @@ impl DecideStage {
         let shared = self.store.clone();
         let mut store = lock(&shared);
         let (outbox, ledger, mut puts) =
-            self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq());
+            self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq(), |frame| {
+                store.append_frame(frame)
+            })?;
         puts.extend(self.offsets.iter().map(|(&s, &o)| crate::store::source_position_put(s, o)));
         for r in &ledger {
             self.sensors.absorb(r.at_ms, &r.entry);

@@ -12,8 +12,9 @@ use crate::decider::{kind_name, Decider, Outcome};
 use crate::event::Event;
 use crate::records::checkpoint::QuarantineEntry;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::OutboxRecord;
+use crate::records::outbox::{FrameRef, OutboxRecord};
 use crate::records::quarantine::Rejection;
+use crate::records::samples_codec::encode_block;
 use crate::rule::alert::AlertRecord;
 use crate::store::archive::{alert_key, quarantine_key};
 use crate::store::{JournalRecord, Origin};
@@ -35,6 +36,9 @@ pub struct Pending {
     /// Samples records taken since the last [`Pending::take_samples`]: `(machine, sensor,
     /// journal position, t0_ms, end_ms)`.
     samples: Vec<(String, String, u64, i64, i64)>,
+    /// Each `Samples` outbox record's block, encoded once (`samples_codec::encode_block`): the
+    /// index of the record in `outbox`, and the frame's bytes.
+    frames: Vec<(usize, Vec<u8>)>,
 }
 
 /// One checkpoint batch: encoded outbox records, ledger records, archive puts.
@@ -53,9 +57,20 @@ impl Pending {
     }
 
     /// The batch with real sequences: outbox record `i` gets `outbox_base + i`, ledger record
-    /// `j` gets `ledger_base + j` (a quarantined record's id is its ledger sequence). Leaves
-    /// this empty.
-    pub fn finish(&mut self, outbox_base: u64, ledger_base: u64) -> Batch {
+    /// `j` gets `ledger_base + j` (a quarantined record's id is its ledger sequence). Each
+    /// block's encoded frame is handed to `put_frame` first, and the `Samples` record names
+    /// where it put it (`None`: nowhere). Leaves this empty.
+    pub fn finish<E>(
+        &mut self,
+        outbox_base: u64,
+        ledger_base: u64,
+        mut put_frame: impl FnMut(&[u8]) -> Result<Option<FrameRef>, E>,
+    ) -> Result<Batch, E> {
+        for (i, bytes) in std::mem::take(&mut self.frames) {
+            if let Some(OutboxRecord::Samples { frame, .. }) = self.outbox.get_mut(i) {
+                *frame = put_frame(&bytes)?;
+            }
+        }
         let mut ledger = std::mem::take(&mut self.ledger);
         for r in &mut ledger {
             match &mut r.entry {
@@ -72,7 +87,7 @@ impl Pending {
         }
         let outbox = std::mem::take(&mut self.outbox).iter().map(OutboxRecord::encode).collect();
         self.records = 0;
-        (outbox, ledger, puts)
+        Ok((outbox, ledger, puts))
     }
 
     /// The samples records taken since the last call.
@@ -127,6 +142,9 @@ impl Pending {
                     let end = s.t0_ms as f64 + s.data.len() as f64 * 1000.0 / s.rate_hz;
                     let key = (s.machine.clone(), s.sensor.clone());
                     self.samples.push((key.0, key.1, rec.pos, s.t0_ms, end.ceil() as i64));
+                    let axis = s.axis.as_deref().unwrap_or_default();
+                    let frame = encode_block(s.t0_ms, s.rate_hz, s.unit, axis, &s.data);
+                    self.frames.push((self.outbox.len(), frame));
                     self.outbox.push(OutboxRecord::Samples {
                         machine: s.machine.clone(),
                         sensor: s.sensor.clone(),
@@ -134,6 +152,7 @@ impl Pending {
                         t0_ms: s.t0_ms,
                         rate_hz: s.rate_hz,
                         n: u32::try_from(s.data.len()).unwrap_or(u32::MAX),
+                        frame: None,
                     });
                 }
             }

@@ -300,6 +300,7 @@ mod tests {
             t0_ms: 0,
             rate_hz: 100.0,
             n: 100,
+            frame: None,
         };
         let alert = OutboxRecord::Alert {
             machine: "m".into(),

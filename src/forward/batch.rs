@@ -8,9 +8,10 @@ use super::payload::{
     alert_payload, event_batch, event_cost, oversized_event_gap, payload_limit, sample_frames,
     BATCH_BASE,
 };
+use super::request::RawSamples;
 use super::session::SessionConfig;
 use crate::records::outbox::OutboxRecord;
-use crate::trace::SamplesRecord;
+use crate::records::samples_codec::split;
 
 /// One PUBLISH's content and the records it completes.
 #[derive(Debug)]
@@ -57,7 +58,7 @@ pub(super) fn next_payloads(
     replayed: bool,
     budget: usize,
     cfg: &SessionConfig,
-    samples: Option<SamplesRecord>,
+    samples: Option<RawSamples>,
     now_ms: i64,
 ) -> Taken {
     let mut taken = Taken::default();
@@ -85,7 +86,13 @@ pub(super) fn next_payloads(
                 taken.unpublishable.push(seq);
             }
             Some(s) => {
-                let frames = sample_frames(&s, limit);
+                let frames = match s {
+                    RawSamples::Parsed(s) => sample_frames(&s, limit),
+                    RawSamples::Encoded(b) => split(&b, limit).unwrap_or_else(|e| {
+                        tracing::error!(seq, journal_pos, %e, "encoded frame does not split");
+                        Vec::new()
+                    }),
+                };
                 let parts = frames.len();
                 match parts {
                     0 => {

@@ -5,6 +5,7 @@ use super::*;
 use crate::event::Unit;
 use crate::forward::fake_broker::{cfg, connack, event, events_in, Fake};
 use crate::forward::outbox_model::OutboxModel;
+use crate::trace::SamplesRecord;
 
 /// Five events of five sensors: five PUBLISHes of one record each (after the status).
 fn five_sensors(src: &mut OutboxModel) {
@@ -147,6 +148,7 @@ fn events_batch_across_their_sensors_raw_samples() {
         t0_ms,
         rate_hz: 100.0,
         n: 100,
+        frame: None,
     };
     for second in 1..=3u64 {
         src.push(event("s1", second));

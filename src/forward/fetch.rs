@@ -13,9 +13,10 @@
 
 use parking_lot::RwLock;
 
-use super::request::{Fetched, Read, Stream, Write, Written};
+use super::request::{Fetched, RawSamples, Read, Stream, Write, Written};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::OutboxRecord;
+use crate::records::outbox::{FrameRef, OutboxRecord};
+use crate::records::samples_codec::check;
 use crate::store::{Store, StoreError};
 use crate::trace::parse::parse_line;
 use crate::trace::{Arrival, SamplesRecord};
@@ -40,7 +41,9 @@ pub(super) fn read(store: &RwLock<Store>, read: &Read) -> Result<Fetched, FetchE
     match *read {
         Read::NextSeq => Ok(Fetched::NextSeq(store.read_recursive().next_outbox_seq())),
         Read::Records { stream, after, limit } => records(store, stream, after, limit),
-        Read::Samples { journal_pos } => samples(store, journal_pos).map(Fetched::Samples),
+        Read::Samples { journal_pos, frame } => {
+            samples(store, journal_pos, frame).map(Fetched::Samples)
+        }
     }
 }
 
@@ -94,15 +97,29 @@ fn records(
     Ok(Fetched::Records { records, last })
 }
 
-/// The raw samples of journal record `journal_pos` (`None` when it is gone: truncated).
-fn samples(store: &RwLock<Store>, journal_pos: u64) -> Result<Option<SamplesRecord>, FetchError> {
+/// The raw samples of journal record `journal_pos`: the block's encoded `frame` when it reads
+/// back whole and valid (bytes copied, nothing parsed), else the journal line's (`None` when it
+/// is gone: truncated).
+fn samples(
+    store: &RwLock<Store>,
+    journal_pos: u64,
+    frame: Option<FrameRef>,
+) -> Result<Option<RawSamples>, FetchError> {
     // Backlog: a fair read. The line is parsed after the lock is released: the pipeline and the
     // acknowledgement commits do not wait for the float parsing.
     let guard = store.read();
+    if let Some(f) = frame {
+        match guard.read_frame(&f).map(|b| check(&b).map(|_| b)) {
+            Ok(Ok(bytes)) => return Ok(Some(RawSamples::Encoded(bytes))),
+            Ok(Err(e)) => tracing::warn!(journal_pos, ?f, %e, "encoded frame: read from the line"),
+            // Its segment went with its own lines (docs/decisions.md, "Frames encoded once").
+            Err(e) => tracing::debug!(journal_pos, %e, "encoded frame: read from the line"),
+        }
+    }
     let record = guard.journal_record(journal_pos)?;
     drop(guard);
     match record {
-        Some(r) => samples_of(r.pos, &r.line).map(Some),
+        Some(r) => samples_of(r.pos, &r.line).map(|s| Some(RawSamples::Parsed(s))),
         None => Ok(None),
     }
 }
@@ -156,6 +173,7 @@ fn ack_ledger(published: &[u64], acked: &[u64], at_ms: i64) -> Vec<LedgerRecord>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Unit;
     use crate::forward::outbox_model::OutboxModel;
     use crate::store::StoreOptions;
 
@@ -243,6 +261,7 @@ mod tests {
             t0_ms: 0,
             rate_hz: 10.0,
             n: 3,
+            frame: None,
         };
         let recs = [&event, &alert, &gap, &samples, &alert].map(OutboxRecord::encode);
         s.checkpoint(1, b"d", &recs).unwrap();
@@ -273,6 +292,43 @@ mod tests {
                 (vec![(4, samples.clone()), (5, alert.clone())], Some(5))
             );
             assert_eq!(answer(&Read::NextSeq), Fetched::NextSeq(6));
+        }
+    }
+
+    /// A samples read copies the block's encoded frame when its reference reads back whole, and
+    /// reads the journal line otherwise (no reference, the segment gone, bytes changed): both
+    /// give the same PUBLISH payloads.
+    #[test]
+    fn a_samples_read_copies_the_encoded_frame_else_reads_the_line() {
+        use crate::forward::payload::sample_frames;
+        use crate::records::samples_codec::{encode_block, split};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let data: Vec<String> = (0..400).map(|i| format!("{:.3}", f64::from(i) / 400.0)).collect();
+        let line = format!(
+            r#"{{"at":1700000000000,"kind":"samples","machine":"m","sensor":"s","t0_ms":1700000000000,"rate_hz":400,"unit":"g","axis":"z","data":[{}]}}"#,
+            data.join(",")
+        );
+        assert_eq!(s.append_frame(b"no segment yet").unwrap(), None);
+        let pos =
+            s.append_journal(&[(1_700_000_000_000, line.clone().into_bytes())]).unwrap().start;
+        let parsed = samples_of(pos, line.as_bytes()).unwrap();
+        let block = encode_block(1_700_000_000_000, 400.0, Unit::G, "z", &parsed.data);
+        let frame = s.append_frame(&block).unwrap().unwrap();
+        s.commit().unwrap();
+        let src = RwLock::new(s);
+        let get = |frame| match read(&src, &Read::Samples { journal_pos: pos, frame }).unwrap() {
+            Fetched::Samples(got) => got,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(get(Some(frame)), Some(RawSamples::Encoded(block.clone())));
+        let from_line = Some(RawSamples::Parsed(parsed.clone()));
+        assert_eq!(get(None), from_line);
+        assert_eq!(get(Some(FrameRef { sum: frame.sum ^ 1, ..frame })), from_line, "changed");
+        assert_eq!(get(Some(FrameRef { segment: 999, ..frame })), from_line, "segment gone");
+        assert_eq!(get(Some(FrameRef { len: frame.len - 4, ..frame })), from_line, "cut short");
+        for limit in [block.len(), 600, 100] {
+            assert_eq!(split(&block, limit).unwrap(), sample_frames(&parsed, limit), "{limit}");
         }
     }
 
@@ -318,7 +374,7 @@ mod tests {
         assert_eq!(joined, ["alerts", "live", "next_seq"], "joined the commit's hold");
         let backlog = [
             reader("events", records(Stream::Events)),
-            reader("samples", Read::Samples { journal_pos: 1 }),
+            reader("samples", Read::Samples { journal_pos: 1, frame: None }),
         ];
         // A wrong (recursive) backlog read would be done in microseconds.
         assert!(finished.recv_timeout(Duration::from_millis(200)).is_err(), "backlog waits");

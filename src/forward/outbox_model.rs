@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::request::{Fetched, Next, Publish, Read, Write, Written};
+use super::request::{Fetched, Next, Publish, RawSamples, Read, Write, Written};
 use super::session::Session;
 use crate::records::outbox::OutboxRecord;
 use crate::trace::SamplesRecord;
@@ -55,8 +55,8 @@ impl OutboxModel {
                 let records = records.map(|(s, r)| (s, r.clone())).collect();
                 Fetched::Records { records, last }
             }
-            Read::Samples { journal_pos } => {
-                Fetched::Samples(self.journal.get(&journal_pos).cloned())
+            Read::Samples { journal_pos, .. } => {
+                Fetched::Samples(self.journal.get(&journal_pos).cloned().map(RawSamples::Parsed))
             }
         }
     }

@@ -2,7 +2,7 @@
 //! packet size. Pure.
 
 use crate::records::outbox::{GapNotice, GapRange};
-use crate::records::samples_codec::{encoded_len, SamplesFrame};
+use crate::records::samples_codec::{encode_block, split};
 use crate::trace::SamplesRecord;
 
 /// Topic suffix of the retained status.
@@ -96,34 +96,19 @@ pub(super) fn alert_payload(json: &[u8], limit: usize) -> Option<Vec<u8>> {
 }
 
 /// Raw samples as binary frames of at most `limit` bytes each, in sample order. Empty when not
-/// even one sample fits (the caller logs it).
+/// even one sample fits (the caller logs it). The same bytes as [`split`] of the block's encoding
+/// that the decide stage keeps beside its line, which is what a drain reads when it can.
 pub(super) fn sample_frames(s: &SamplesRecord, limit: usize) -> Vec<Vec<u8>> {
-    let axis = s.axis.clone().unwrap_or_default();
-    let per_frame = limit.saturating_sub(encoded_len(axis.len(), 0)) / 4;
-    if per_frame == 0 {
-        return Vec::new();
-    }
-    s.data
-        .chunks(per_frame)
-        .enumerate()
-        .map(|(k, chunk)| {
-            SamplesFrame {
-                t0_ms: s.t0_ms,
-                rate_hz: s.rate_hz,
-                first_index: (k * per_frame) as u32,
-                unit: s.unit,
-                axis: axis.clone(),
-                values: chunk.iter().map(|&v| v as f32).collect(),
-            }
-            .encode()
-        })
-        .collect()
+    let axis = s.axis.as_deref().unwrap_or_default();
+    let block = encode_block(s.t0_ms, s.rate_hz, s.unit, axis, &s.data);
+    split(&block, limit).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::Unit;
+    use crate::records::samples_codec::{encoded_len, SamplesFrame};
 
     #[test]
     fn replayed_is_inserted_into_each_event_and_nothing_else_changes() {

@@ -6,6 +6,7 @@
 //! goes back through [`super::Session::feed`], the end of a write through
 //! [`super::Session::written`].
 
+use crate::records::outbox::FrameRef;
 use crate::records::outbox::{Bulk, OutboxRecord};
 use crate::trace::SamplesRecord;
 
@@ -57,8 +58,9 @@ pub enum Read {
     NextSeq,
     /// The records of `stream` among the next `limit` outbox records with sequence `> after`.
     Records { stream: Stream, after: u64, limit: usize },
-    /// The raw samples of journal record `journal_pos`, named by an outbox `Samples` record.
-    Samples { journal_pos: u64 },
+    /// The raw samples of journal record `journal_pos`, named by an outbox `Samples` record:
+    /// the block's encoded `frame` when it names one that reads back whole, else the line.
+    Samples { journal_pos: u64, frame: Option<FrameRef> },
 }
 
 /// The answer to a [`Read`], of the same kind.
@@ -71,8 +73,17 @@ pub enum Fetched {
         records: Vec<(u64, OutboxRecord)>,
         last: Option<u64>,
     },
-    /// `None` when the journal record is gone (truncated).
-    Samples(Option<SamplesRecord>),
+    /// `None` when the journal record is gone (truncated) and no frame was read.
+    Samples(Option<RawSamples>),
+}
+
+/// The raw samples of one block, as the drain got them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawSamples {
+    /// The block's frame as the decide stage encoded it (checked: a whole, valid frame).
+    Encoded(Vec<u8>),
+    /// Read back from the journal line (no frame, or it did not read back).
+    Parsed(SamplesRecord),
 }
 
 /// A change the session asks of the store.

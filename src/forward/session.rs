@@ -47,10 +47,9 @@ use super::batch::{next_payloads, Item};
 use super::flights::Flights;
 use super::pace::Pace;
 use super::payload::{ONLINE, STATUS};
-use super::request::{Fetched, Next, Publish, Read, Stream, Write, Written};
+use super::request::{Fetched, Next, Publish, RawSamples, Read, Stream, Write, Written};
 use super::streams::Streams;
 use crate::records::outbox::OutboxRecord;
-use crate::trace::SamplesRecord;
 
 /// Settings of the session core (from `[mqtt]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -119,7 +118,7 @@ pub struct Session {
     /// Something happened while the round waited: another round follows it.
     again: bool,
     /// Raw samples read for record `.0` (`None`: gone from the journal).
-    loaded: Option<(u64, Option<SamplesRecord>)>,
+    loaded: Option<(u64, Option<RawSamples>)>,
     /// A write is under way.
     writing: bool,
     pace: Pace,
@@ -282,14 +281,14 @@ impl Session {
                     };
                     // Raw samples at the head are read first.
                     let mut samples = None;
-                    if let Some((seq, OutboxRecord::Samples { journal_pos, .. })) =
+                    if let Some((seq, OutboxRecord::Samples { journal_pos, frame, .. })) =
                         self.streams.head(stream)
                     {
-                        let (seq, journal_pos) = (*seq, *journal_pos);
+                        let (seq, journal_pos, frame) = (*seq, *journal_pos, *frame);
                         match self.loaded.take() {
                             Some((s, loaded)) if s == seq => samples = loaded,
                             _ => {
-                                let read = Read::Samples { journal_pos };
+                                let read = Read::Samples { journal_pos, frame };
                                 return self.wait(Awaiting::Samples(seq), read);
                             }
                         }
@@ -332,7 +331,7 @@ impl Session {
         stream: Stream,
         replayed: bool,
         budget: usize,
-        samples: Option<SamplesRecord>,
+        samples: Option<RawSamples>,
         now_ms: i64,
         out: &mut Vec<Publish>,
     ) {

@@ -6,6 +6,7 @@ use crate::event::Unit;
 use crate::forward::fake_broker::{alert, cfg, event, events_in, Fake};
 use crate::forward::outbox_model::OutboxModel;
 use crate::records::outbox::{GapNotice, GapRange};
+use crate::trace::SamplesRecord;
 use std::collections::HashMap;
 
 #[test]
@@ -196,6 +197,7 @@ fn push_samples(src: &mut OutboxModel, sensor: &str, pos: u64) {
         t0_ms,
         rate_hz: 4.0,
         n: 4,
+        frame: None,
     };
     src.push(rec);
     let data = vec![0.25; 4];
@@ -316,6 +318,7 @@ fn oversized_records_never_loop() {
         t0_ms: 5000,
         rate_hz: 1000.0,
         n: 3000,
+        frame: None,
     });
     src.put_samples(
         9,
@@ -337,6 +340,7 @@ fn oversized_records_never_loop() {
         t0_ms: 0,
         rate_hz: 1.0,
         n: 1,
+        frame: None,
     });
     let all = f.drain(&mut src);
     assert!(src.pending_seqs().is_empty(), "every record left the outbox");
@@ -367,6 +371,7 @@ fn a_split_record_is_acknowledged_only_when_every_part_is() {
         t0_ms: 0,
         rate_hz: 100.0,
         n: 2000,
+        frame: None,
     });
     let data = vec![0.5; 2000];
     let rec = SamplesRecord {

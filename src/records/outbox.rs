@@ -15,7 +15,10 @@
 //!
 //! A [`OutboxRecord::Samples`] names the journal position of the arrival that carried the
 //! samples; the journal keeps that record until the outbox entry is acknowledged or shed. Copying
-//! every raw sample into the outbox would double the disk use of the largest thing we store.
+//! every raw sample into the outbox would double the disk use of the largest thing we store. It
+//! also names, as a [`FrameRef`], the block's encoding that the decide stage wrote beside the line
+//! in the segment files, so that a drain copies bytes instead of reading thousands of JSON numbers
+//! back (docs/decisions.md, "Frames encoded once").
 
 use serde::{Deserialize, Serialize};
 
@@ -50,10 +53,33 @@ pub enum OutboxRecord {
         json: Vec<u8>,
     },
     /// Raw samples of one sensor, carried by journal record `journal_pos` (a `samples` arrival):
-    /// `n` samples from `t0_ms` at `rate_hz`. Topic `samples/{machine}/{sensor}`.
-    Samples { machine: String, sensor: String, journal_pos: u64, t0_ms: i64, rate_hz: f64, n: u32 },
+    /// `n` samples from `t0_ms` at `rate_hz`. Topic `samples/{machine}/{sensor}`. `frame`: where
+    /// the decide stage wrote the block's encoding (one frame of every sample,
+    /// docs/samples-encoding.md) beside its line, when it could; records of older stores have
+    /// none.
+    Samples {
+        machine: String,
+        sensor: String,
+        journal_pos: u64,
+        t0_ms: i64,
+        rate_hz: f64,
+        n: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        frame: Option<FrameRef>,
+    },
     /// A declared gap: data the gateway knows it will never deliver. Topic `gaps/{sensor}`.
     Gap(GapNotice),
+}
+
+/// Where a block's encoded frame lies in the store's segment files: `len` bytes at `offset` of
+/// segment `segment`, with their xxh3-64 `sum`. A cache of the journal line it was encoded from:
+/// bytes that are missing or fail their checksum are read from that line again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameRef {
+    pub segment: u64,
+    pub offset: u64,
+    pub len: u32,
+    pub sum: u64,
 }
 
 /// A declared gap (docs/contracts.md section 10): what will never be delivered, and why.
@@ -176,6 +202,7 @@ mod tests {
             t0_ms: 1_700_000_000_000,
             rate_hz: 3200.0,
             n: 3200,
+            frame: Some(FrameRef { segment: 40, offset: 12_800, len: 12_833, sum: 7 }),
         }
     }
 
@@ -230,7 +257,44 @@ mod tests {
     /// The record as written before the `json` fields became CBOR byte strings.
     #[derive(Serialize)]
     enum Legacy {
-        Event { machine: String, sensor: String, seq: u64, event_id: String, json: Vec<u8> },
+        Event {
+            machine: String,
+            sensor: String,
+            seq: u64,
+            event_id: String,
+            json: Vec<u8>,
+        },
+        Samples {
+            machine: String,
+            sensor: String,
+            journal_pos: u64,
+            t0_ms: i64,
+            rate_hz: f64,
+            n: u32,
+        },
+    }
+
+    #[test]
+    fn samples_of_older_stores_have_no_frame_and_without_one_are_written_as_before() {
+        let legacy = Legacy::Samples {
+            machine: "press-7".into(),
+            sensor: "s1".into(),
+            journal_pos: 42,
+            t0_ms: 1_700_000_000_000,
+            rate_hz: 3200.0,
+            n: 3200,
+        };
+        let mut old = vec![VERSION];
+        ciborium::into_writer(&legacy, &mut old).unwrap();
+        let OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n, .. } =
+            samples()
+        else {
+            unreachable!()
+        };
+        let rec =
+            OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n, frame: None };
+        assert_eq!(OutboxRecord::decode(&old), Ok(rec.clone()));
+        assert_eq!(rec.encode(), old, "no frame: the bytes an older build wrote and reads");
     }
 
     #[test]

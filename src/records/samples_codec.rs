@@ -106,6 +106,56 @@ impl SamplesFrame {
 
     /// Reads a frame, checking every field.
     pub fn decode(b: &[u8]) -> Result<SamplesFrame, FrameDecodeError> {
+        let h = Header::read(b)?;
+        let axis = String::from_utf8_lossy(&b[HEADER_BYTES..h.values_at()]).into_owned();
+        let values = b[h.values_at()..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let Header { t0_ms, rate_hz, first_index, unit, .. } = h;
+        Ok(SamplesFrame { t0_ms, rate_hz, first_index, unit, axis, values })
+    }
+
+    /// Readable form: one JSON header line, then one line per sample
+    /// `{"i": index in the block, "t_ms": event time, "v": value}`.
+    pub fn to_json_lines(&self) -> String {
+        let mut out = serde_json::json!({
+            "t0_ms": self.t0_ms,
+            "rate_hz": self.rate_hz,
+            "first_index": self.first_index,
+            "count": self.values.len(),
+            "unit": self.unit.as_str(),
+            "axis": self.axis,
+        })
+        .to_string();
+        out.push('\n');
+        for (i, v) in self.values.iter().enumerate() {
+            let line = serde_json::json!({
+                "i": self.first_index as u64 + i as u64,
+                "t_ms": self.time_ms(i),
+                "v": *v as f64,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A frame's header, every field checked, and where its samples start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Header {
+    unit: Unit,
+    axis_len: usize,
+    t0_ms: i64,
+    rate_hz: f64,
+    first_index: u32,
+    count: u32,
+}
+
+impl Header {
+    /// The header of frame `b`, after checking that `b` is a whole, valid frame.
+    fn read(b: &[u8]) -> Result<Header, FrameDecodeError> {
         if b.len() < HEADER_BYTES {
             return Err(FrameDecodeError::Short { len: b.len(), need: HEADER_BYTES });
         }
@@ -139,40 +189,66 @@ impl SamplesFrame {
         if rest.len() != need {
             return Err(FrameDecodeError::Length { count, need, found: rest.len() });
         }
-        let axis = std::str::from_utf8(&rest[..axis_len])
-            .map_err(|_| FrameDecodeError::Axis { end: HEADER_BYTES + axis_len })?
-            .to_owned();
-        let values = rest[axis_len..]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        Ok(SamplesFrame { t0_ms, rate_hz, first_index, unit, axis, values })
+        if std::str::from_utf8(&rest[..axis_len]).is_err() {
+            return Err(FrameDecodeError::Axis { end: HEADER_BYTES + axis_len });
+        }
+        Ok(Header { unit, axis_len, t0_ms, rate_hz, first_index, count })
     }
 
-    /// Readable form: one JSON header line, then one line per sample
-    /// `{"i": index in the block, "t_ms": event time, "v": value}`.
-    pub fn to_json_lines(&self) -> String {
-        let mut out = serde_json::json!({
-            "t0_ms": self.t0_ms,
-            "rate_hz": self.rate_hz,
-            "first_index": self.first_index,
-            "count": self.values.len(),
-            "unit": self.unit.as_str(),
-            "axis": self.axis,
-        })
-        .to_string();
-        out.push('\n');
-        for (i, v) in self.values.iter().enumerate() {
-            let line = serde_json::json!({
-                "i": self.first_index as u64 + i as u64,
-                "t_ms": self.time_ms(i),
-                "v": *v as f64,
-            });
-            out.push_str(&line.to_string());
-            out.push('\n');
-        }
-        out
+    /// Offset of the first sample.
+    fn values_at(&self) -> usize {
+        HEADER_BYTES + self.axis_len
     }
+}
+
+/// Checks that `b` is one whole, valid frame; returns how many samples it holds.
+pub fn check(b: &[u8]) -> Result<u32, FrameDecodeError> {
+    Header::read(b).map(|h| h.count)
+}
+
+/// A whole block of raw samples as one frame (`first_index` 0): the encoding the decide stage
+/// keeps beside the block's journal line, which [`split`] cuts to a broker's packet size. The
+/// values are written as `f32` as they are read, without an intermediate copy.
+pub fn encode_block(t0_ms: i64, rate_hz: f64, unit: Unit, axis: &str, values: &[f64]) -> Vec<u8> {
+    let axis = truncate_utf8(axis, 255);
+    let mut out = Vec::with_capacity(encoded_len(axis.len(), values.len()));
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[VERSION, FORMAT_F32, unit_code(unit), axis.len() as u8]);
+    out.extend_from_slice(&t0_ms.to_le_bytes());
+    out.extend_from_slice(&rate_hz.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
+    out.extend_from_slice(axis.as_bytes());
+    for &v in values {
+        out.extend_from_slice(&(v as f32).to_le_bytes());
+    }
+    out
+}
+
+/// Frame `b` cut into frames of at most `limit` bytes each, in sample order, each keeping the
+/// index of its first sample in the block (so its times). `b` itself when it fits; empty when it
+/// holds no sample or not even one sample fits. The samples' bytes are copied, never decoded.
+pub fn split(b: &[u8], limit: usize) -> Result<Vec<Vec<u8>>, FrameDecodeError> {
+    let h = Header::read(b)?;
+    let at = h.values_at();
+    let per_frame = limit.saturating_sub(at) / 4;
+    if h.count == 0 || per_frame == 0 {
+        return Ok(Vec::new());
+    }
+    if h.count as usize <= per_frame {
+        return Ok(vec![b.to_vec()]);
+    }
+    let frames = b[at..].chunks(4 * per_frame).enumerate().map(|(k, chunk)| {
+        let first = h.first_index.saturating_add((k * per_frame) as u32);
+        let mut out = Vec::with_capacity(at + chunk.len());
+        out.extend_from_slice(&b[..24]);
+        out.extend_from_slice(&first.to_le_bytes());
+        out.extend_from_slice(&((chunk.len() / 4) as u32).to_le_bytes());
+        out.extend_from_slice(&b[HEADER_BYTES..at]);
+        out.extend_from_slice(chunk);
+        out
+    });
+    Ok(frames.collect())
 }
 
 fn truncate_utf8(s: &str, max: usize) -> &str {
@@ -258,6 +334,42 @@ mod tests {
             SamplesFrame::decode(&good[..good.len() - 1]),
             Err(FrameDecodeError::Length { count: 3, need: 13, found: 12 })
         );
+    }
+
+    #[test]
+    fn a_block_is_one_frame_that_splits_by_copying_into_frames_of_its_samples() {
+        let values: Vec<f64> = (0..1000).map(|i| f64::from(i) * 0.001 - 0.3).collect();
+        let block = encode_block(1_700_000_000_000, 3200.0, Unit::G, "z", &values);
+        let f32s: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        let whole = SamplesFrame {
+            t0_ms: 1_700_000_000_000,
+            rate_hz: 3200.0,
+            first_index: 0,
+            unit: Unit::G,
+            axis: "z".into(),
+            values: f32s.clone(),
+        };
+        assert_eq!(block, whole.encode(), "the same bytes as a frame of the whole block");
+        assert_eq!(split(&block, block.len()).unwrap(), vec![block.clone()], "fits: itself");
+        for limit in [encoded_len(1, 1), encoded_len(1, 7), 1000, encoded_len(1, 999)] {
+            let frames = split(&block, limit).unwrap();
+            let per = (limit - encoded_len(1, 0)) / 4;
+            assert_eq!(frames.len(), 1000usize.div_ceil(per), "limit {limit}");
+            let mut got = Vec::new();
+            for (k, b) in frames.iter().enumerate() {
+                assert!(b.len() <= limit, "limit {limit}: frame {k} is {} bytes", b.len());
+                let f = SamplesFrame::decode(b).unwrap();
+                assert_eq!(f.first_index as usize, k * per);
+                assert_eq!(f.time_ms(0), whole.time_ms(k * per), "its samples keep their times");
+                got.extend(f.values);
+            }
+            assert_eq!(got, f32s, "limit {limit}: every sample once, in order");
+        }
+        assert!(split(&block, encoded_len(1, 0) + 3).unwrap().is_empty(), "no sample fits");
+        let empty = encode_block(0, 1.0, Unit::G, "", &[]);
+        assert!(split(&empty, 1000).unwrap().is_empty(), "no sample: no frame");
+        let damaged = &block[..block.len() - 2];
+        assert!(matches!(split(damaged, 100), Err(FrameDecodeError::Length { .. })));
     }
 
     #[test]

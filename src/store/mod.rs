@@ -26,7 +26,8 @@
 //! | `seq` | u32 BE length of machine, machine, sensor (UTF-8) | u64 BE: highest seq allocated |
 //!
 //! Beside sled's files, `raw/{id:020}.seg` holds the raw lines (`segments.rs`): append-only,
-//! rolled at `segment_bytes`, deleted whole when no journal record references them.
+//! rolled at `segment_bytes`, deleted whole when no journal record references them; and, beside
+//! them, each block's encoded frame that an outbox `Samples` record names (`frames.rs`).
 //!
 //! The leading `1` in journal and checkpoint values is the format version. A value that does not
 //! decode is a [`StoreError::Corrupt`] naming its tree and key, never a panic.
@@ -76,6 +77,7 @@
 pub mod archive;
 mod dedup_pages;
 mod error;
+mod frames;
 mod fsync;
 mod gaps;
 mod history;

@@ -87,7 +87,8 @@ pub struct ShedReport {
     pub frames: u64,
     /// Raw-sample bytes those frames carried (samples × 4, an f32 each).
     pub bytes: u64,
-    /// Bytes their journal lines took on disk (in segments, or in sled when small).
+    /// Bytes their journal lines took on disk (in segments, or in sled when small), with their
+    /// encoded frames.
     pub line_bytes: u64,
     /// Samples frames kept because `protect` named them.
     pub protected: u64,
@@ -107,7 +108,8 @@ struct Victim {
     from_ms: i64,
     to_ms: i64,
     bytes: u64,
-    /// What its journal line takes on disk (0 when the record is gone already).
+    /// What its journal line takes on disk (0 when the record is gone already), with its
+    /// encoded frame.
     line_bytes: u64,
     /// The segment its line is in, if it is in one.
     segment: Option<u64>,
@@ -213,7 +215,8 @@ impl Store {
             next = seq + 1;
             let rec =
                 OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &outbox_key(seq), e.0))?;
-            let OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n } = rec
+            let OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n, frame } =
+                rec
             else {
                 continue;
             };
@@ -223,6 +226,9 @@ impl Store {
             }
             let bytes = u64::from(n) * SAMPLE_BYTES;
             let (line_bytes, segment) = self.line_place(journal_pos)?;
+            // Its encoded frame goes with the segment too (counted whether or not it is in
+            // the same one: it usually is).
+            let line_bytes = line_bytes + frame.map_or(0, |f| u64::from(f.len));
             picked += line_bytes;
             victims.push(Victim {
                 outbox_seq: seq,

@@ -157,6 +157,21 @@ impl Segments {
         Ok(r)
     }
 
+    /// Appends `bytes` (a block's encoded frame, `frames.rs`) to the segment being written, beside
+    /// the lines it holds, and returns where they are; `None` when no segment is being written:
+    /// frames never start one (a segment's id is the position of its first line) nor roll one
+    /// (the next line does, once the segment is full). Not durable until [`Segments::sync`].
+    pub(super) fn append_beside(&self, bytes: &[u8]) -> Result<Option<SegmentRef>, FileError> {
+        let mut inner = self.lock();
+        let Some(w) = inner.writer.as_mut() else { return Ok(None) };
+        let Ok(len) = u32::try_from(bytes.len()) else { return Ok(None) };
+        w.file.write_all_at(bytes, w.len).map_err(|e| (segment_path(&self.dir, w.id), e))?;
+        let r = SegmentRef { id: w.id, offset: w.len, len, sum: xxhash_rust::xxh3::xxh3_64(bytes) };
+        w.len += u64::from(len);
+        w.dirty = true;
+        Ok(Some(r))
+    }
+
     /// Makes every appended line and every created or deleted segment durable.
     pub(super) fn sync(&self) -> Result<(), FileError> {
         let mut inner = self.lock();
@@ -289,5 +304,23 @@ mod tests {
         assert_eq!(s.ids().unwrap(), vec![2], "the current segment is never deleted");
         assert!(s.read(&a).unwrap_err().contains("00000000000000000001.seg"));
         assert!(!s.present(&a));
+    }
+
+    #[test]
+    fn frames_go_beside_the_lines_of_the_segment_being_written_and_never_start_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Segments::open(tmp.path(), 10).unwrap();
+        assert_eq!(s.append_beside(b"frame").unwrap(), None, "no segment is being written");
+        assert_eq!(s.ids().unwrap(), Vec::<u64>::new());
+        let a = s.append(5, b"line5").unwrap();
+        let f = s.append_beside(b"frame-of-5").unwrap().unwrap();
+        assert_eq!((f.id, f.offset, f.len), (5, 5, 10), "right after the line, past the size");
+        let b = s.append(6, b"line6").unwrap();
+        assert_eq!((b.id, b.offset), (6, 0), "the next line rolls the full segment");
+        s.sync().unwrap();
+        assert_eq!(s.read(&a).unwrap(), b"line5");
+        assert_eq!(s.read(&f).unwrap(), b"frame-of-5");
+        s.seal().unwrap();
+        assert_eq!(s.append_beside(b"x").unwrap(), None, "a sealed segment takes no frame");
     }
 }

@@ -338,5 +338,6 @@ pub fn samples(machine: &str, sensor: &str, pos: u64, t0_ms: i64, n: u32) -> Out
         t0_ms,
         rate_hz: 3200.0,
         n,
+        frame: None,
     }
 }

@@ -170,6 +170,13 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     assert!(outbox.iter().any(|r| matches!(r, OutboxRecord::Gap(g) if g.reason == "overrun")));
     let samples = outbox.iter().filter(|r| matches!(r, OutboxRecord::Samples { .. })).count();
     assert!(samples >= 39, "about 40 blocks of 100 ms kept for forwarding: {samples}");
+    // Each block's line (818 bytes) is kept in sled, below `raw_threshold`: no segment is being
+    // written, so no block has an encoded frame, and the drain reads the line.
+    for r in &outbox {
+        if let OutboxRecord::Samples { journal_pos, frame, .. } = r {
+            assert_eq!(*frame, None, "journal record {journal_pos}");
+        }
+    }
     // Every journaled line was decided: the checkpoint is at the journal's end.
     assert_eq!(s.checkpoint_pos() + 1, s.next_journal_pos());
 

@@ -283,7 +283,15 @@ impl Copier<'_> {
             let k = outbox_key(seq);
             max = max.max(seq);
             match OutboxRecord::decode(&v) {
-                Ok(OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n }) => {
+                Ok(OutboxRecord::Samples {
+                    machine,
+                    sensor,
+                    journal_pos,
+                    t0_ms,
+                    rate_hz,
+                    n,
+                    frame,
+                }) => {
                     self.decided = self.decided.max(journal_pos);
                     let held = match self.held.has(journal_pos) {
                         Some(held) => held,
@@ -293,6 +301,12 @@ impl Copier<'_> {
                             .map_err(|e| failed(fresh.path(), e))?,
                     };
                     if held {
+                        // Its encoded frame stays behind with the old segment files: the
+                        // drain reads the salvaged line instead.
+                        let v = match frame {
+                            Some(_) => without_frame(v),
+                            None => v,
+                        };
                         out.put(&k, &outbox_value(&[&v]))?;
                         self.count(true, "outbox");
                     } else {
@@ -488,3 +502,16 @@ fn failed(path: &Path, e: impl std::fmt::Display) -> StoreError {
 
 #[cfg(test)]
 mod tests;
+
+/// Outbox record bytes `v` (a `Samples` record) without the encoded frame it names.
+fn without_frame(v: Vec<u8>) -> Vec<u8> {
+    match OutboxRecord::decode(&v) {
+        Ok(mut rec) => {
+            if let OutboxRecord::Samples { frame, .. } = &mut rec {
+                *frame = None;
+            }
+            rec.encode()
+        }
+        Err(_) => v,
+    }
+}

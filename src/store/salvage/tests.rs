@@ -40,9 +40,22 @@ fn losses_tied_to_a_sensor_become_corrupt_gaps_and_nothing_is_renumbered() {
             t0_ms: 5000,
             rate_hz: 100.0,
             n: 150,
+            frame: None,
+        };
+        // Journal record 4's block with its encoded frame, which stays behind in the old
+        // segment files: the salvaged record names none.
+        let framed = OutboxRecord::Samples {
+            machine: "m".into(),
+            sensor: "s".into(),
+            journal_pos: 4,
+            t0_ms: 7000,
+            rate_hz: 100.0,
+            n: 100,
+            frame: Some(s.append_frame(b"a frame").unwrap().unwrap()),
         };
         let mut outbox: Vec<Vec<u8>> = (1..=5).map(event).collect();
         outbox.push(samples.encode());
+        outbox.push(framed.encode());
         s.checkpoint_with_ledger(5, b"not a decider snapshot", &outbox, &ledger).unwrap();
     }
     {
@@ -78,6 +91,15 @@ fn losses_tied_to_a_sensor_become_corrupt_gaps_and_nothing_is_renumbered() {
     assert_eq!(gaps, vec![samples, events]);
     let seqs: Vec<u64> = s.outbox_pending().map(|r| r.unwrap().0).take(5).collect();
     assert_eq!(seqs, vec![1, 2, 3, 4, 5], "the events keep their sequences");
+    let framed: Vec<OutboxRecord> = s
+        .outbox_pending()
+        .map(|r| OutboxRecord::decode(&r.unwrap().1).unwrap())
+        .filter(|r| matches!(r, OutboxRecord::Samples { .. }))
+        .collect();
+    assert!(
+        matches!(framed[..], [OutboxRecord::Samples { journal_pos: 4, frame: None, .. }]),
+        "{framed:?}"
+    );
     assert_eq!(s.next_journal_pos(), 6);
     assert_eq!(s.journal_from(1).count(), 4);
 }
