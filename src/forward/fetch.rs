@@ -11,7 +11,7 @@
 //! waiting for the lock. Acknowledgements take the lock exclusively and so wait for that commit:
 //! nothing is removed from the outbox before it is durable.
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use super::request::{Fetched, RawSamples, Read, Stream, Write, Written};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
@@ -150,10 +150,16 @@ fn apply(
     // alert's checkpoint waited that long. Each chunk is one batch with its own ledger record
     // (so the ledger still describes every batch exactly); the next commit makes all durable. A
     // crash before leaves an applied prefix or nothing: sent again, at least once.
+    // Each chunk's lock is released fairly: a writer of the pipeline waiting for it (the next
+    // append, a checkpoint with an alert) gets it before this loop takes it again for the next
+    // chunk (parking_lot's plain unlock lets the releasing thread barge back in).
     let mut published = published;
     for chunk in acked.chunks(ACK_CHUNK) {
         let ledger = ack_ledger(published, chunk, at_ms);
-        store.write().outbox_ack_uncommitted(chunk, &ledger)?;
+        let mut s = store.write();
+        let r = s.outbox_ack_uncommitted(chunk, &ledger);
+        RwLockWriteGuard::unlock_fair(s);
+        r?;
         published = &[];
     }
     if !published.is_empty() {

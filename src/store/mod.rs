@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | `journal` | u64 journal position (from 1) | `[1][at: i64 BE][line bytes]`, or `[2][at][source: u16 BE][end offset: u64 BE][line]`, or for a line of at least `raw_threshold` bytes `[3][at][has origin: u8][source][end offset][segment: u64 BE][offset: u64 BE][len: u32 BE][xxh3-64: u64 BE]` (the line is in `raw/`); or a page (`page.rs`) of such records from that position on, at most 8 KiB, several for one append (`journal_pages.rs`) |
 //! | `state` | `c/` | the checkpoint: `[1][journal_pos: u64 BE][decider snapshot bytes]` |
-//! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given, or a page (`page.rs`) of the records from that sequence on (`outbox_pages.rs`) |
+//! | `state` | `o/` + u64 outbox sequence (from 1) | the outbox record's bytes, as given, or a page (`page.rs`) of the records from that sequence on (`outbox_pages.rs`); a `Samples` record may name its block's encoded frame in `raw/` (`frames.rs`) |
 //! | `state` | `n/outbox_next` | u64 BE: the next outbox sequence |
 //! | `state` | `n/journal_start` | u64 BE: journal positions below this are truncated |
 //! | `state` | `n/source/` + u16 source index | u64 BE: the source's end offset after its last record the checkpoint covers (same batch; copied by a salvage, so a source resumes there when checkpoint and journal are gone; absent in older stores) |
