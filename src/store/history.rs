@@ -117,7 +117,7 @@ impl Store {
             let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
             let records =
                 page::keyed_entries(b"", &k, &v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
-            let on_page = page::is_page(&v).then(|| records.first().map_or(0, |(p, _)| *p));
+            let on_page = page::is_page(&v).then(|| page::key_seq(b"", &k).unwrap_or(0));
             for (pos, r) in records.into_iter().filter(|(p, _)| (from..upto).contains(p)) {
                 let (at, _, body) = decode_ref(&self.path, pos, on_page, r)?;
                 if at < from_at || at >= to_at {

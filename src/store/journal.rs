@@ -320,11 +320,10 @@ impl Store {
             page::covering(&self.journal, b"", pos).map_err(self.sled_err("read tree journal"))?;
         if let Some((first, v)) = covering.filter(|(first, _)| *first < pos) {
             let key = first.to_be_bytes();
-            let records = page::keyed_entries(b"", &key, &v)
+            let slots = page::keyed_slots(b"", &key, &v)
                 .map_err(|what| self.corrupt(JOURNAL, &key, what))?;
-            let tail: Vec<&[u8]> =
-                records.iter().filter(|(p, _)| *p >= pos).map(|(_, r)| *r).collect();
-            batch.insert(&pos.to_be_bytes(), page::value(&tail));
+            let tail: Vec<(u64, &[u8])> = slots.into_iter().filter(|(p, _)| *p >= pos).collect();
+            page::rewrite(&mut batch, b"", first, &tail);
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         // Segments left without references go once this removal is durable (the next commit).
@@ -370,8 +369,17 @@ impl Store {
                 self.journal.remove(&k).map_err(err)?;
                 continue;
             }
-            let records = page::entries(&v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
-            self.journal.insert(&k, page::value(&records[..whole])).map_err(err)?;
+            let (Some(first), Some(through)) = (page::key_seq(b"", &k), metas.get(whole - 1))
+            else {
+                return Ok(());
+            };
+            let slots =
+                page::keyed_slots(b"", &k, &v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
+            let kept: Vec<(u64, &[u8])> =
+                slots.into_iter().filter(|(p, _)| *p <= through.pos).collect();
+            let mut batch = sled::Batch::default();
+            page::rewrite(&mut batch, b"", first, &kept);
+            self.journal.apply_batch(batch).map_err(err)?;
             return Ok(());
         }
     }

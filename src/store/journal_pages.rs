@@ -16,7 +16,7 @@ use super::{corrupt, page, Result, Store, StoreError, JOURNAL};
 /// The records under journal key `k` (value `v`), decoded without reading segments.
 pub(super) fn metas(path: &Path, k: &[u8], v: &[u8]) -> Result<Vec<JournalMeta>> {
     let records = page::keyed_entries(b"", k, v).map_err(|what| corrupt(path, JOURNAL, k, what))?;
-    let on_page = page::is_page(v).then(|| records.first().map_or(0, |(p, _)| *p));
+    let on_page = page::is_page(v).then(|| page::key_seq(b"", k).unwrap_or(0));
     records.into_iter().map(|(pos, r)| decode_meta(path, pos, on_page, r)).collect()
 }
 
@@ -163,7 +163,9 @@ mod tests {
     }
 
     /// Truncating inside a page keeps the page's records from the new start on, under its
-    /// position; a shed takes records out of the middle of a page.
+    /// position; a shed takes records out of the middle of a page, which stays one value (the
+    /// records after keep their positions), and out of its front, which moves it to the key of
+    /// its first record left.
     #[test]
     fn truncation_and_removal_cut_pages_and_keep_the_rest() {
         let dir = tempfile::tempdir().unwrap();
@@ -177,13 +179,23 @@ mod tests {
         let mut batch = sled::Batch::default();
         assert_eq!(s.journal_remove(&mut batch, &[6, 7, 10, 11]).unwrap(), 3);
         s.journal.apply_batch(batch).unwrap();
-        assert_eq!(keys(&s), vec![4, 8]);
+        assert_eq!(keys(&s), vec![4], "one page, written once");
         assert_eq!(positions(&s, 1), vec![4, 5, 8, 9]);
         assert_eq!(s.journal_record(9).unwrap().unwrap().line, vec![9; 20]);
         assert_eq!(s.journal_record(7).unwrap(), None);
+        s.truncate_journal_before(5).unwrap();
+        s.commit().unwrap();
+        assert_eq!(keys(&s), vec![5], "truncated inside a page with removed records");
+        assert_eq!(positions(&s, 1), vec![5, 8, 9], "the records after keep their positions");
+        let mut batch = sled::Batch::default();
+        assert_eq!(s.journal_remove(&mut batch, &[4, 5, 7]).unwrap(), 1);
+        s.journal.apply_batch(batch).unwrap();
+        assert_eq!(keys(&s), vec![8], "the page moved to its first record left");
+        assert_eq!(s.journal_record(8).unwrap().unwrap().line, vec![8; 20]);
         drop(s);
         let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        assert_eq!(positions(&s, 1), vec![4, 5, 8, 9]);
+        assert_eq!(positions(&s, 1), vec![8, 9]);
+        assert_eq!(positions(&s, 9), vec![9]);
         assert_eq!(s.next_journal_pos(), 11, "positions are not reused");
     }
 

@@ -103,6 +103,36 @@ mod tests {
         s.outbox_pending().map(|r| r.unwrap().0).collect()
     }
 
+    /// Acknowledging every other record of a page (a backlog's events, between its raw samples)
+    /// writes the page once, under its key: the records left keep their sequences.
+    #[test]
+    fn every_other_record_leaves_a_page_written_once_under_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+        let recs: Vec<Vec<u8>> = (1..=10u8).map(|i| vec![1, i]).collect();
+        s.checkpoint(1, b"d", &recs).unwrap();
+        s.outbox_ack_many(&[1, 3, 5, 7, 9], &[]).unwrap();
+        let keys: Vec<u64> = s
+            .state
+            .scan_prefix(super::OUTBOX)
+            .keys()
+            .map(|k| crate::store::page::key_seq(super::OUTBOX, &k.unwrap()).unwrap())
+            .collect();
+        assert_eq!(keys, vec![2], "moved to its first record left, not cut into five");
+        assert_eq!(pending(&s), vec![2, 4, 6, 8, 10]);
+        let got: Vec<Vec<u8>> = s.outbox_pending().map(|r| r.unwrap().1).collect();
+        assert_eq!(got, [2u8, 4, 6, 8, 10].map(|i| vec![1, i]));
+        assert!(s.outbox_contains(4).unwrap() && !s.outbox_contains(5).unwrap());
+        let err = s.checkpoint(1, b"d", &[vec![]]).unwrap_err();
+        assert!(err.to_string().contains("outbox record 0 of the checkpoint is empty"), "{err}");
+        s.outbox_ack_many(&[2, 4, 6, 8, 10], &[]).unwrap();
+        assert_eq!(s.state.scan_prefix(super::OUTBOX).count(), 0, "a page left empty goes");
+        drop(s);
+        let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        assert_eq!(s.next_outbox_seq(), 11, "sequences are not reused");
+    }
+
     /// A checkpoint's records are one value; acknowledgements take records out of the middle
     /// and the ends of pages, what is left reads the same, across a reopen.
     #[test]

@@ -6,6 +6,14 @@
 //! `[PAGE][count: u32 BE]` then `count` times `[len: u32 BE][record bytes]`, nothing after. A
 //! single record is still stored as itself: every record format begins with its version (1 to 3),
 //! never with [`PAGE`], so a value says which it is.
+//!
+//! A record taken out of the middle of a page leaves an empty entry (no record is empty: each
+//! begins with its version), so the records after it keep their sequences and the page stays one
+//! value, written again once per batch of removals ([`remove`]). A page never begins or ends
+//! with one: it moves to its first remaining record's key, and loses its empty tail. Readers see
+//! records only ([`keyed_entries`], [`entry`]). (Before, a page was cut into runs of consecutive
+//! records, each under a key of its own: acknowledging a backlog's events, which alternate with
+//! its raw samples, wrote every remaining record again under its own key.)
 
 /// The first byte of a page.
 pub const PAGE: u8 = 0xFE;
@@ -103,13 +111,13 @@ pub(super) fn value(records: &[&[u8]]) -> Vec<u8> {
 }
 
 /// Record `index` of the records under one key (the value itself when it is no page);
-/// `Ok(None)` when the page holds fewer.
+/// `Ok(None)` when the page holds fewer, or the record was removed from it.
 pub(super) fn entry(value: &[u8], index: u64) -> Result<Option<&[u8]>, String> {
     if !is_page(value) {
         return Ok((index == 0).then_some(value));
     }
     let records = entries(value)?;
-    Ok(usize::try_from(index).ok().and_then(|i| records.get(i).copied()))
+    Ok(usize::try_from(index).ok().and_then(|i| records.get(i).copied()).filter(|r| !r.is_empty()))
 }
 
 /// Why [`remove`] could not remove records.
@@ -120,16 +128,15 @@ pub(super) enum RemoveError {
 }
 
 /// Adds to `batch` the removal of records `seqs` of the `prefix` keys of `tree` (those not
-/// there are ignored): a page loses them by being written again, in runs of consecutive
-/// sequences each under the key of its first record; a page left empty goes. Returns how many
-/// are removed. Call it once per batch: it reads the pages as they are before the batch.
+/// there are ignored): a page loses them by being written again once, with an empty entry for
+/// each (see the module documentation); a page left empty goes. Returns how many are removed.
+/// Call it once per batch: it reads the pages as they are before the batch.
 pub(super) fn remove(
     tree: &sled::Tree,
     prefix: &[u8],
     batch: &mut sled::Batch,
     seqs: &[u64],
 ) -> Result<usize, RemoveError> {
-    let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
     let mut seqs = seqs.to_vec();
     seqs.sort_unstable();
     seqs.dedup();
@@ -139,25 +146,50 @@ pub(super) fn remove(
             i += 1;
             continue;
         };
-        let k = key(first);
-        let records = keyed_entries(prefix, &k, &v)
-            .map_err(|what| RemoveError::Corrupt(k[..].into(), what))?;
-        let end = records.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
+        let k = [prefix, &first.to_be_bytes()[..]].concat();
+        let slots =
+            keyed_slots(prefix, &k, &v).map_err(|what| RemoveError::Corrupt(k[..].into(), what))?;
+        let end = slots.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
         let j = i + seqs[i..].partition_point(|&s| s < end);
         let gone = &seqs[i..j.max(i + 1)];
-        let keep: Vec<(u64, &[u8])> =
-            records.iter().copied().filter(|(s, _)| gone.binary_search(s).is_err()).collect();
-        if keep.len() < records.len() {
-            removed += records.len() - keep.len();
-            batch.remove(&k[..]);
-            for run in keep.chunk_by(|a, b| b.0 == a.0 + 1) {
-                let bytes: Vec<&[u8]> = run.iter().map(|(_, r)| *r).collect();
-                batch.insert(key(run[0].0), value(&bytes));
-            }
+        let mut n = 0;
+        let kept: Vec<(u64, &[u8])> = slots
+            .iter()
+            .map(|&(s, r)| match !r.is_empty() && gone.binary_search(&s).is_ok() {
+                true => {
+                    n += 1;
+                    (s, &[][..])
+                }
+                false => (s, r),
+            })
+            .collect();
+        if n > 0 {
+            removed += n;
+            rewrite(batch, prefix, first, &kept);
         }
         i = j.max(i + 1);
     }
     Ok(removed)
+}
+
+/// Adds to `batch` what replaces the value under key `prefix` + `first`: `slots` (consecutive
+/// sequences, a removed record's entry empty) without the empty entries at either end, under
+/// the key of the first record left; nothing when none is left.
+pub(super) fn rewrite(batch: &mut sled::Batch, prefix: &[u8], first: u64, slots: &[(u64, &[u8])]) {
+    let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
+    let start = slots.iter().position(|(_, r)| !r.is_empty());
+    let end = slots.iter().rposition(|(_, r)| !r.is_empty());
+    let left = match (start, end) {
+        (Some(a), Some(b)) => &slots[a..=b],
+        _ => &[],
+    };
+    if left.first().map(|(s, _)| *s) != Some(first) {
+        batch.remove(key(first));
+    }
+    if let Some((s, _)) = left.first() {
+        let records: Vec<&[u8]> = left.iter().map(|(_, r)| *r).collect();
+        batch.insert(key(*s), value(&records));
+    }
 }
 
 /// The sequence in a key `prefix` + u64 BE.
@@ -166,8 +198,22 @@ pub(super) fn key_seq(prefix: &[u8], k: &[u8]) -> Option<u64> {
 }
 
 /// The records `(sequence, bytes)` stored under key `k` (`prefix` + the first one's sequence):
-/// the value itself, or a page's records; or what is wrong with the key or the page's framing.
+/// the value itself, or a page's records (not the empty entries removed records left); or what
+/// is wrong with the key or the page's framing.
 pub(super) fn keyed_entries<'v>(
+    prefix: &[u8],
+    k: &[u8],
+    v: &'v [u8],
+) -> Result<Vec<(u64, &'v [u8])>, String> {
+    let mut slots = keyed_slots(prefix, k, v)?;
+    if is_page(v) {
+        slots.retain(|(_, r)| !r.is_empty());
+    }
+    Ok(slots)
+}
+
+/// [`keyed_entries`] with the empty entries of removed records, for what writes a page again.
+pub(super) fn keyed_slots<'v>(
     prefix: &[u8],
     k: &[u8],
     v: &'v [u8],

@@ -139,6 +139,10 @@ impl Store {
                 self.next_journal - 1
             )));
         }
+        // An empty record would read as one taken out of its page (`page.rs`).
+        if let Some(i) = outbox_adds.iter().position(Vec::is_empty) {
+            return Err(self.refused(format!("outbox record {i} of the checkpoint is empty")));
+        }
         // The journal it covers must be durable first (its raw bytes above all); a later append
         // waiting for its own group commit need not be.
         if self.dirty.load(Ordering::Acquire)
