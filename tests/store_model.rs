@@ -163,7 +163,8 @@ fn step(dir: &Path, store: &mut Option<Store>, m: &mut Model, a: &Action) {
         Action::Checkpoint { pos, raw, decider, adds } => {
             let low = m.checkpoint_pos();
             let pos = if *raw { pos % (m.next + 2) } else { low + pos % (m.next - low) };
-            if pos >= m.next || pos < low {
+            // An empty outbox record is refused: it would read as one taken out of its page.
+            if pos >= m.next || pos < low || adds.iter().any(Vec::is_empty) {
                 refused(s.checkpoint(pos, decider, adds));
             } else {
                 s.checkpoint(pos, decider, adds).unwrap();
