@@ -109,7 +109,7 @@ fn samples(
     // acknowledgement commits do not wait for the float parsing.
     let guard = store.read();
     if let Some(f) = frame {
-        match guard.read_frame(&f).map(|b| check(&b).map(|_| b)) {
+        match guard.read_frame(&f).map(|b| check(&b).map(|()| b)) {
             Ok(Ok(bytes)) => return Ok(Some(RawSamples::Encoded(bytes))),
             Ok(Err(e)) => tracing::warn!(journal_pos, ?f, %e, "encoded frame: read from the line"),
             // Its segment went with its own lines (docs/decisions.md, "Frames encoded once").

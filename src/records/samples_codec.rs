@@ -86,18 +86,8 @@ impl SamplesFrame {
 
     /// The frame's bytes. An axis longer than 255 bytes is cut at a character boundary.
     pub fn encode(&self) -> Vec<u8> {
-        let axis = truncate_utf8(&self.axis, 255);
-        let mut out = Vec::with_capacity(encoded_len(axis.len(), self.values.len()));
-        out.extend_from_slice(&MAGIC);
-        out.push(VERSION);
-        out.push(FORMAT_F32);
-        out.push(unit_code(self.unit));
-        out.push(axis.len() as u8);
-        out.extend_from_slice(&self.t0_ms.to_le_bytes());
-        out.extend_from_slice(&self.rate_hz.to_le_bytes());
-        out.extend_from_slice(&self.first_index.to_le_bytes());
-        out.extend_from_slice(&(self.values.len() as u32).to_le_bytes());
-        out.extend_from_slice(axis.as_bytes());
+        let (first, n) = (self.first_index, self.values.len());
+        let mut out = header(self.t0_ms, self.rate_hz, self.unit, &self.axis, first, n);
         for v in &self.values {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -201,27 +191,34 @@ impl Header {
     }
 }
 
-/// Checks that `b` is one whole, valid frame; returns how many samples it holds.
-pub fn check(b: &[u8]) -> Result<u32, FrameDecodeError> {
-    Header::read(b).map(|h| h.count)
+/// Checks that `b` is one whole, valid frame.
+pub fn check(b: &[u8]) -> Result<(), FrameDecodeError> {
+    Header::read(b).map(|_| ())
 }
 
 /// A whole block of raw samples as one frame (`first_index` 0): the encoding the decide stage
 /// keeps beside the block's journal line, which [`split`] cuts to a broker's packet size. The
 /// values are written as `f32` as they are read, without an intermediate copy.
 pub fn encode_block(t0_ms: i64, rate_hz: f64, unit: Unit, axis: &str, values: &[f64]) -> Vec<u8> {
+    let mut out = header(t0_ms, rate_hz, unit, axis, 0, values.len());
+    for &v in values {
+        out.extend_from_slice(&(v as f32).to_le_bytes());
+    }
+    out
+}
+
+/// A frame's header and axis (cut to 255 bytes at a character boundary), in a buffer with room
+/// for its `count` samples.
+fn header(t0_ms: i64, rate_hz: f64, unit: Unit, axis: &str, first: u32, count: usize) -> Vec<u8> {
     let axis = truncate_utf8(axis, 255);
-    let mut out = Vec::with_capacity(encoded_len(axis.len(), values.len()));
+    let mut out = Vec::with_capacity(encoded_len(axis.len(), count));
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[VERSION, FORMAT_F32, unit_code(unit), axis.len() as u8]);
     out.extend_from_slice(&t0_ms.to_le_bytes());
     out.extend_from_slice(&rate_hz.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
+    out.extend_from_slice(&first.to_le_bytes());
+    out.extend_from_slice(&(count as u32).to_le_bytes());
     out.extend_from_slice(axis.as_bytes());
-    for &v in values {
-        out.extend_from_slice(&(v as f32).to_le_bytes());
-    }
     out
 }
 

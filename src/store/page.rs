@@ -155,12 +155,12 @@ pub(super) fn remove(
         let mut n = 0;
         let kept: Vec<(u64, &[u8])> = slots
             .iter()
-            .map(|&(s, r)| match !r.is_empty() && gone.binary_search(&s).is_ok() {
-                true => {
-                    n += 1;
-                    (s, &[][..])
+            .map(|&(s, r)| {
+                if r.is_empty() || gone.binary_search(&s).is_err() {
+                    return (s, r);
                 }
-                false => (s, r),
+                n += 1;
+                (s, &[][..])
             })
             .collect();
         if n > 0 {
