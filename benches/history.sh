@@ -3,7 +3,8 @@
 # sensor and second, `gen_trace`) through `linegate run --exit-at-end --forward local-ack`
 # with `[store] history = "24h"`, side by side with the same run by OLD_BIN (a linegate built
 # before the journal kept history: `git worktree add ../old 7a3bdfd` and a release build there)
-# when it is set. Prints per run the store's size (whole, and outside raw/), then, on this
+# when it is set (several builds, separated by spaces, run one after the other, each named by
+# its file name). Prints per run the store's size (whole, and outside raw/), then, on this
 # build's store: `export` of the whole history (lines/s, median of RUNS) and `whatif` under
 # another threshold (median of RUNS).
 # usage: [OLD_BIN=../old/target/release/linegate] benches/history.sh [HOURS=24] [RUNS=5]
@@ -29,7 +30,10 @@ one() { # one NAME BIN
     raw=$(du -sb "$WORK/s-$1/raw" 2> /dev/null | cut -f1 || echo 0)
     echo "$1: store $all bytes, outside raw/ $((all - raw)) bytes; run $(python3 -c "print(f'{$t1 - $t0:.1f}')") s"
 }
-if [ -n "${OLD_BIN:-}" ]; then one before "$OLD_BIN"; rm -rf "$WORK/s-before"; fi
+for old in ${OLD_BIN:-}; do
+    one "before-$(basename "$old")" "$old"
+    rm -rf "$WORK/s-before-$(basename "$old")"
+done
 one history "$BIN"
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }

@@ -227,6 +227,22 @@ pub fn ledger_records() -> Vec<Vec<u8>> {
     out
 }
 
+/// Pages of fixture trace lines (each behind a version byte, as journal records are), plain and
+/// packed, and one with the empty entry a removed record leaves.
+pub fn store_pages() -> Vec<Vec<u8>> {
+    use linegate::store::page;
+    let records: Vec<Vec<u8>> =
+        some_trace_lines().into_iter().map(|l| [&[1][..], &l].concat()).collect();
+    let mut out = Vec::new();
+    for n in [2, 8, 40] {
+        let plain = page::encode(records.iter().take(n).map(Vec::as_slice));
+        out.push(page::pack(plain.clone()));
+        out.push(plain);
+    }
+    out.push(page::pack(page::encode([&records[0][..], b"", &records[1][..]])));
+    out
+}
+
 /// Checkpoint payloads holding fixture decider snapshots, and a quarantine entry.
 pub fn checkpoint_payloads() -> Vec<Vec<u8>> {
     use linegate::records::checkpoint::{CheckpointPayload, QuarantineEntry};

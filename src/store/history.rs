@@ -115,8 +115,9 @@ impl Store {
         }
         for kv in self.journal.range(start.to_be_bytes()..upto.to_be_bytes()) {
             let (k, v) = kv.map_err(self.sled_err("iterate tree journal"))?;
-            let records =
-                page::keyed_entries(b"", &k, &v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
+            let corrupt = |what| self.corrupt(JOURNAL, &k, what);
+            let unpacked = page::unpack(&v).map_err(corrupt)?;
+            let records = page::keyed_entries(b"", &k, &unpacked).map_err(corrupt)?;
             let on_page = page::is_page(&v).then(|| page::key_seq(b"", &k).unwrap_or(0));
             for (pos, r) in records.into_iter().filter(|(p, _)| (from..upto).contains(p)) {
                 let (at, _, body) = decode_ref(&self.path, pos, on_page, r)?;

@@ -239,7 +239,7 @@ impl Store {
         let records: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
         let mut batch = sled::Batch::default();
         for (i, run) in page::runs(&records) {
-            batch.insert(&(first + i as u64).to_be_bytes(), page::value(run));
+            batch.insert(&(first + i as u64).to_be_bytes(), page::value(run, page::Pages::Packed));
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         self.next_journal = pos;
@@ -320,10 +320,11 @@ impl Store {
             page::covering(&self.journal, b"", pos).map_err(self.sled_err("read tree journal"))?;
         if let Some((first, v)) = covering.filter(|(first, _)| *first < pos) {
             let key = first.to_be_bytes();
-            let slots = page::keyed_slots(b"", &key, &v)
-                .map_err(|what| self.corrupt(JOURNAL, &key, what))?;
+            let corrupt = |what| self.corrupt(JOURNAL, &key, what);
+            let v = page::unpack(&v).map_err(corrupt)?;
+            let slots = page::keyed_slots(b"", &key, &v).map_err(corrupt)?;
             let tail: Vec<(u64, &[u8])> = slots.into_iter().filter(|(p, _)| *p >= pos).collect();
-            page::rewrite(&mut batch, b"", first, &tail);
+            page::rewrite(&mut batch, b"", first, &tail, page::Pages::Packed);
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         // Segments left without references go once this removal is durable (the next commit).
@@ -373,12 +374,13 @@ impl Store {
             else {
                 return Ok(());
             };
-            let slots =
-                page::keyed_slots(b"", &k, &v).map_err(|what| self.corrupt(JOURNAL, &k, what))?;
+            let corrupt = |what| self.corrupt(JOURNAL, &k, what);
+            let v = page::unpack(&v).map_err(corrupt)?;
+            let slots = page::keyed_slots(b"", &k, &v).map_err(corrupt)?;
             let kept: Vec<(u64, &[u8])> =
                 slots.into_iter().filter(|(p, _)| *p <= through.pos).collect();
             let mut batch = sled::Batch::default();
-            page::rewrite(&mut batch, b"", first, &kept);
+            page::rewrite(&mut batch, b"", first, &kept, page::Pages::Packed);
             self.journal.apply_batch(batch).map_err(err)?;
             return Ok(());
         }

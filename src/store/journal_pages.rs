@@ -15,7 +15,9 @@ use super::{corrupt, page, Result, Store, StoreError, JOURNAL};
 
 /// The records under journal key `k` (value `v`), decoded without reading segments.
 pub(super) fn metas(path: &Path, k: &[u8], v: &[u8]) -> Result<Vec<JournalMeta>> {
-    let records = page::keyed_entries(b"", k, v).map_err(|what| corrupt(path, JOURNAL, k, what))?;
+    let unpacked = page::unpack(v).map_err(|what| corrupt(path, JOURNAL, k, what))?;
+    let records =
+        page::keyed_entries(b"", k, &unpacked).map_err(|what| corrupt(path, JOURNAL, k, what))?;
     let on_page = page::is_page(v).then(|| page::key_seq(b"", k).unwrap_or(0));
     records.into_iter().map(|(pos, r)| decode_meta(path, pos, on_page, r)).collect()
 }
@@ -81,8 +83,9 @@ impl Store {
             return Ok(None);
         };
         let key = first.to_be_bytes();
-        let record =
-            page::entry(&v, pos - first).map_err(|what| self.corrupt(JOURNAL, &key, what))?;
+        let corrupt = |what| self.corrupt(JOURNAL, &key, what);
+        let unpacked = page::unpack(&v).map_err(corrupt)?;
+        let record = page::entry(&unpacked, pos - first).map_err(corrupt)?;
         let on_page = page::is_page(&v).then_some(first);
         record.map(|r| decode_meta(&self.path, pos, on_page, r)).transpose()
     }
@@ -104,7 +107,8 @@ impl Store {
         batch: &mut sled::Batch,
         positions: &[u64],
     ) -> Result<usize> {
-        page::remove(&self.journal, b"", batch, positions).map_err(|e| match e {
+        page::remove(&self.journal, b"", batch, positions, page::Pages::Packed).map_err(|e| match e
+        {
             page::RemoveError::Sled(e) => self.sled_err("read tree journal")(e),
             page::RemoveError::Corrupt(k, what) => self.corrupt(JOURNAL, &k, what),
         })
@@ -212,6 +216,8 @@ mod tests {
         let db = open_sled_directly(dir.path()).unwrap();
         let journal = db.open_tree("journal").unwrap();
         let page = journal.get(1u64.to_be_bytes()).unwrap().unwrap();
+        assert_eq!(page[0], crate::store::page::PACKED, "the journal's pages are packed");
+        let page = crate::store::page::unpack(&page).unwrap();
         let records = crate::store::page::entries(&page).unwrap();
         let bad: [&[u8]; 3] = [records[0], b"\x09whatwhatwhat", records[2]];
         journal.insert(1u64.to_be_bytes(), crate::store::page::encode(bad)).unwrap();

@@ -37,7 +37,7 @@ impl Store {
         let encoded: Vec<Vec<u8>> = records.iter().map(LedgerRecord::encode).collect();
         let encoded: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
         for (i, run) in page::runs(&encoded) {
-            batch.insert(&ledger_key(seq + i as u64), page::value(run));
+            batch.insert(&ledger_key(seq + i as u64), page::value(run, page::Pages::Plain));
         }
         for r in records {
             match r.entry {

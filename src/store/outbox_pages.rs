@@ -24,7 +24,7 @@ pub(super) fn outbox_entries<'v>(
 
 /// The value that stores `records` (of consecutive sequences) under the first one's key.
 pub(super) fn outbox_value(records: &[&[u8]]) -> Vec<u8> {
-    page::value(records)
+    page::value(records, page::Pages::Plain)
 }
 
 impl Store {
@@ -81,7 +81,7 @@ impl Store {
     /// ignored); returns how many are removed. Call it once per batch: it reads the pages as
     /// they are before the batch.
     pub(super) fn outbox_remove(&self, batch: &mut sled::Batch, seqs: &[u64]) -> Result<usize> {
-        page::remove(&self.state, OUTBOX, batch, seqs).map_err(|e| match e {
+        page::remove(&self.state, OUTBOX, batch, seqs, page::Pages::Plain).map_err(|e| match e {
             page::RemoveError::Sled(e) => self.sled_err("read an o/ key of tree state")(e),
             page::RemoveError::Corrupt(k, what) => self.corrupt(STATE, &k, what),
         })

@@ -18,6 +18,23 @@
 /// The first byte of a page.
 pub const PAGE: u8 = 0xFE;
 
+/// The first byte of a packed page: `[PACKED][count: u32 BE][len: u32 BE]` then a page of `len`
+/// bytes (the form above) compressed as one LZ4 block. The journal's pages are packed (the input
+/// kept as history is JSON text, about a sixth of its size packed: docs/decisions.md); a page
+/// that packing would not shrink is kept plain. Readers unpack a value first ([`unpack`]); every
+/// other function here takes plain pages and says so when given a packed one.
+pub const PACKED: u8 = 0xFD;
+
+/// The header of a packed page: its first byte, the count, the unpacked length.
+const PACKED_HEADER: usize = 9;
+
+/// Whether the pages written are packed ([`PACKED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pages {
+    Plain,
+    Packed,
+}
+
 /// A page of `records` (at least one).
 pub fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut v = vec![PAGE, 0, 0, 0, 0];
@@ -32,9 +49,55 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     v
 }
 
-/// Whether `value` is a page (else a single record).
+/// Whether `value` is a page, plain or packed (else a single record).
 pub fn is_page(value: &[u8]) -> bool {
-    value.first() == Some(&PAGE)
+    matches!(value.first(), Some(&(PAGE | PACKED)))
+}
+
+/// `page` (a plain page) packed, unless packing does not make it smaller.
+pub fn pack(page: Vec<u8>) -> Vec<u8> {
+    let Some(count) = page.get(1..5).filter(|_| page[0] == PAGE) else { return page };
+    let Ok(len) = u32::try_from(page.len()) else { return page };
+    let mut v = vec![0; PACKED_HEADER + lz4_flex::block::get_maximum_output_size(page.len())];
+    v[0] = PACKED;
+    v[1..5].copy_from_slice(count);
+    v[5..9].copy_from_slice(&len.to_be_bytes());
+    match lz4_flex::block::compress_into(&page, &mut v[PACKED_HEADER..]) {
+        Ok(n) if PACKED_HEADER + n < page.len() => {
+            v.truncate(PACKED_HEADER + n);
+            v
+        }
+        _ => page,
+    }
+}
+
+/// `value` with a packed page unpacked: the value itself otherwise (a single record, a plain
+/// page); or what is wrong with the packed page.
+pub fn unpack(value: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    use std::borrow::Cow;
+    if value.first() != Some(&PACKED) {
+        return Ok(Cow::Borrowed(value));
+    }
+    let Some(header) = value.get(..PACKED_HEADER) else {
+        return Err("packed page header cut short".into());
+    };
+    let len = u32::from_be_bytes(header[5..9].try_into().unwrap_or_default()) as usize;
+    let block = &value[PACKED_HEADER..];
+    // LZ4 gives at most 255 bytes per byte of its input: a length beyond that is damage, and is
+    // never allocated.
+    if len < 5 || len > block.len().saturating_mul(255) {
+        return Err(format!("packed page of {} bytes says it unpacks to {len}", block.len()));
+    }
+    let mut out = vec![0; len];
+    match lz4_flex::block::decompress_into(block, &mut out) {
+        Ok(n) if n == len => {}
+        Ok(n) => return Err(format!("packed page unpacks to {n} bytes, not the {len} it says")),
+        Err(e) => return Err(format!("packed page does not unpack: {e}")),
+    }
+    if out[0] != PAGE || out[1..5] != header[1..5] {
+        return Err("packed page unpacks to no page of its count".into());
+    }
+    Ok(Cow::Owned(out))
 }
 
 /// How many records `value` holds by its header: 1 for a single record, `None` for a page whose
@@ -50,8 +113,10 @@ pub fn count(value: &[u8]) -> Option<u64> {
 /// The records of a page, or what is wrong with its framing (bytes that are no page at all
 /// included).
 pub fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
-    if !is_page(value) {
-        return Err("not a page".into());
+    match value.first() {
+        Some(&PAGE) => {}
+        Some(&PACKED) => return Err("a packed page read without unpacking it".into()),
+        _ => return Err("not a page".into()),
     }
     let n = count(value).ok_or("page header cut short")?;
     let mut rest = &value[5..];
@@ -103,15 +168,16 @@ pub(super) fn runs<'r, 'a>(records: &'r [&'a [u8]]) -> Vec<(usize, &'r [&'a [u8]
 
 /// The value that stores `records` (of consecutive sequences) under the first one's key: a single
 /// record as itself, unless its bytes begin like a page (then as a page of one).
-pub(super) fn value(records: &[&[u8]]) -> Vec<u8> {
-    match records {
-        [one] if !is_page(one) => one.to_vec(),
-        _ => encode(records.iter().copied()),
+pub(super) fn value(records: &[&[u8]], pages: Pages) -> Vec<u8> {
+    match (records, pages) {
+        ([one], _) if !is_page(one) => one.to_vec(),
+        (_, Pages::Plain) => encode(records.iter().copied()),
+        (_, Pages::Packed) => pack(encode(records.iter().copied())),
     }
 }
 
-/// Record `index` of the records under one key (the value itself when it is no page);
-/// `Ok(None)` when the page holds fewer, or the record was removed from it.
+/// Record `index` of the records under one key (the value itself when it is no page; a packed
+/// page unpacked first); `Ok(None)` when the page holds fewer, or the record was removed from it.
 pub(super) fn entry(value: &[u8], index: u64) -> Result<Option<&[u8]>, String> {
     if !is_page(value) {
         return Ok((index == 0).then_some(value));
@@ -130,12 +196,14 @@ pub(super) enum RemoveError {
 /// Adds to `batch` the removal of records `seqs` of the `prefix` keys of `tree` (those not
 /// there are ignored): a page loses them by being written again once, with an empty entry for
 /// each (see the module documentation); a page left empty goes. Returns how many are removed.
-/// Call it once per batch: it reads the pages as they are before the batch.
+/// Call it once per batch: it reads the pages as they are before the batch. Pages written again
+/// are `pages`.
 pub(super) fn remove(
     tree: &sled::Tree,
     prefix: &[u8],
     batch: &mut sled::Batch,
     seqs: &[u64],
+    pages: Pages,
 ) -> Result<usize, RemoveError> {
     let mut seqs = seqs.to_vec();
     seqs.sort_unstable();
@@ -147,8 +215,9 @@ pub(super) fn remove(
             continue;
         };
         let k = [prefix, &first.to_be_bytes()[..]].concat();
-        let slots =
-            keyed_slots(prefix, &k, &v).map_err(|what| RemoveError::Corrupt(k[..].into(), what))?;
+        let corrupt = |what| RemoveError::Corrupt(k[..].into(), what);
+        let v = unpack(&v).map_err(corrupt)?;
+        let slots = keyed_slots(prefix, &k, &v).map_err(corrupt)?;
         let end = slots.last().map_or(seqs[i] + 1, |(s, _)| s + 1);
         let j = i + seqs[i..].partition_point(|&s| s < end);
         let gone = &seqs[i..j.max(i + 1)];
@@ -165,7 +234,7 @@ pub(super) fn remove(
             .collect();
         if n > 0 {
             removed += n;
-            rewrite(batch, prefix, first, &kept);
+            rewrite(batch, prefix, first, &kept, pages);
         }
         i = j.max(i + 1);
     }
@@ -174,8 +243,14 @@ pub(super) fn remove(
 
 /// Adds to `batch` what replaces the value under key `prefix` + `first`: `slots` (consecutive
 /// sequences, a removed record's entry empty) without the empty entries at either end, under
-/// the key of the first record left; nothing when none is left.
-pub(super) fn rewrite(batch: &mut sled::Batch, prefix: &[u8], first: u64, slots: &[(u64, &[u8])]) {
+/// the key of the first record left, as `pages`; nothing when none is left.
+pub(super) fn rewrite(
+    batch: &mut sled::Batch,
+    prefix: &[u8],
+    first: u64,
+    slots: &[(u64, &[u8])],
+    pages: Pages,
+) {
     let key = |n: u64| [prefix, &n.to_be_bytes()[..]].concat();
     let start = slots.iter().position(|(_, r)| !r.is_empty());
     let end = slots.iter().rposition(|(_, r)| !r.is_empty());
@@ -188,7 +263,7 @@ pub(super) fn rewrite(batch: &mut sled::Batch, prefix: &[u8], first: u64, slots:
     }
     if let Some((s, _)) = left.first() {
         let records: Vec<&[u8]> = left.iter().map(|(_, r)| *r).collect();
-        batch.insert(key(*s), value(&records));
+        batch.insert(key(*s), value(&records, pages));
     }
 }
 
@@ -292,6 +367,55 @@ mod tests {
         assert_eq!(entries(&page).unwrap(), recs);
         assert!(!is_page(b"\x01abc"));
         assert_eq!(count(b"\x01abc"), Some(1));
+    }
+
+    /// A page packs to an LZ4 block behind a header that keeps its count, and unpacks to the
+    /// same bytes; a single record, a plain page and a page that would not shrink are given back
+    /// as they are.
+    #[test]
+    fn a_packed_page_unpacks_to_the_same_page() {
+        let line = br#"{"at":1700000000097,"event":{"machine":"m1","sensor":"s0","value":0.31}}"#;
+        let records: Vec<Vec<u8>> = (0..40u8).map(|i| [&[1, i][..], line].concat()).collect();
+        let plain = encode(records.iter().map(Vec::as_slice));
+        let packed = pack(plain.clone());
+        // [PACKED][count 40][unpacked length] then the block.
+        assert_eq!(packed[..5], [PACKED, 0, 0, 0, 40]);
+        assert_eq!(packed[5..9], u32::try_from(plain.len()).unwrap().to_be_bytes());
+        assert!(packed.len() * 4 < plain.len(), "{} of {}", packed.len(), plain.len());
+        assert!(is_page(&packed));
+        assert_eq!(count(&packed), Some(40));
+        assert_eq!(unpack(&packed).unwrap()[..], plain[..]);
+        assert!(matches!(unpack(&plain).unwrap(), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(unpack(b"\x01abc").unwrap(), std::borrow::Cow::Borrowed(_)));
+        assert!(entries(&packed).unwrap_err().contains("without unpacking"));
+        let noise: Vec<u8> =
+            (0..200u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let small = encode([&[1][..], &noise[..]]);
+        assert_eq!(pack(small.clone()), small, "kept plain: packing does not shrink it");
+        assert_eq!(value(&[&b"\x01abc"[..]], Pages::Packed), b"\x01abc", "one record as itself");
+        assert_eq!(value(&[&records[0][..], &records[1][..]], Pages::Plain)[0], PAGE);
+    }
+
+    /// A damaged packed page is an error saying what is wrong, never a panic, and a length it
+    /// cannot hold is never allocated.
+    #[test]
+    fn a_damaged_packed_page_says_what_is_wrong() {
+        let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![1, i, 7, 7, 7, 7, 7, 7, 7, 7]).collect();
+        let packed = pack(encode(records.iter().map(Vec::as_slice)));
+        assert_eq!(packed[0], PACKED);
+        assert!(unpack(&packed[..6]).unwrap_err().contains("header cut short"));
+        let cut = unpack(&packed[..packed.len() - 1]).unwrap_err();
+        assert!(cut.contains("does not unpack") || cut.contains("unpacks to"), "{cut}");
+        let mut huge = packed.clone();
+        huge[5..9].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(unpack(&huge).unwrap_err().contains("says it unpacks to 4294967295"));
+        let mut count = packed.clone();
+        count[4] = 41;
+        assert!(unpack(&count).unwrap_err().contains("no page of its count"));
+        let mut flipped = packed;
+        let last = flipped.len() - 3;
+        flipped[last] ^= 0xFF;
+        let _ = unpack(&flipped); // an error or other bytes, which the records' checks see
     }
 
     #[test]

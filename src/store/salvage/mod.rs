@@ -462,8 +462,12 @@ fn paged<'a>(tree: &'a sled::Tree, prefix: &'static [u8]) -> impl Iterator<Item 
         if let Some(b) = broken.take() {
             pending.push_back(Paged::Broken { first: b, last: first.max(b + 1) - 1 });
         }
-        match super::page::keyed_entries(prefix, &k, &v) {
-            Ok(rs) => pending.extend(rs.into_iter().map(|(q, r)| Paged::Record(q, r.to_vec()))),
+        let records = super::page::unpack(&v).and_then(|v| {
+            let rs = super::page::keyed_entries(prefix, &k, &v)?;
+            Ok(rs.into_iter().map(|(q, r)| Paged::Record(q, r.to_vec())).collect::<Vec<_>>())
+        });
+        match records {
+            Ok(rs) => pending.extend(rs),
             Err(_) => broken = Some(first),
         }
     })
