@@ -37,7 +37,7 @@ impl Store {
         let encoded: Vec<Vec<u8>> = records.iter().map(LedgerRecord::encode).collect();
         let encoded: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
         for (i, run) in page::runs(&encoded) {
-            batch.insert(&ledger_key(seq + i as u64), page::value(run, page::Pages::Plain));
+            batch.insert(&ledger_key(seq + i as u64), page::value(run, page::Pages::Packed));
         }
         for r in records {
             match r.entry {
@@ -199,7 +199,11 @@ pub(super) fn decode_entries(
     v: &[u8],
     from: u64,
 ) -> Vec<Result<(u64, LedgerRecord)>> {
-    let records = match raw_entries(k, v) {
+    let unpacked = match page::unpack(v) {
+        Ok(u) => u,
+        Err(what) => return vec![Err(corrupt(path, STATE, k, what))],
+    };
+    let records = match raw_entries(k, &unpacked) {
         Ok(r) => r,
         Err(what) => return vec![Err(corrupt(path, STATE, k, what))],
     };

@@ -134,13 +134,13 @@ impl Store {
             if !page::is_page(&v) {
                 continue;
             }
-            let records = raw_entries(&k, &v).map_err(|what| self.corrupt(STATE, &k, what))?;
+            let corrupt = |what| self.corrupt(STATE, &k, what);
+            let v = page::unpack(&v).map_err(corrupt)?;
+            let records = raw_entries(&k, &v).map_err(corrupt)?;
             let rest: Vec<&[u8]> =
                 records.iter().filter(|(seq, _)| *seq > last).map(|(_, r)| *r).collect();
-            match rest[..] {
-                [] => {}
-                [one] => batch.insert(&ledger_key(last + 1), one),
-                _ => batch.insert(&ledger_key(last + 1), page::encode(rest)),
+            if !rest.is_empty() {
+                batch.insert(&ledger_key(last + 1), page::value(&rest, page::Pages::Packed));
             }
         }
         Ok(())

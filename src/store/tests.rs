@@ -289,6 +289,8 @@ fn a_batch_of_ledger_records_is_one_page_read_record_by_record() {
         s.append_ledger(&[dup(7), dup(8)]).unwrap();
         let keys = s.state.scan_prefix(super::ledger::LEDGER).count();
         assert_eq!(keys, 3, "one key per batch");
+        let second = s.state.get(super::ledger::ledger_key(2)).unwrap().unwrap();
+        assert_eq!(second[0], super::page::PACKED, "the ledger's pages are packed");
     }
     let s = open(tmp.path());
     assert_eq!(s.next_ledger_seq(), 9, "the last page's records count");
