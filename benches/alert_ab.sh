@@ -34,8 +34,13 @@ printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_packet_size 1048576\n' 
 mosquitto -c "$dir/m.conf" 2>/dev/null &
 pids+=($!)
 for _ in $(seq 100); do mosquitto_pub -h 127.0.0.1 -p "$port" -t up -m x 2>/dev/null && break; sleep 0.05; done
-"$target/release/examples/mqtt_drain" fill "$dir/backlog" "$minutes" 8
-"$target/release/examples/mqtt_drain" fill-events "$dir/events" 60 8
+# Each side fills its own backlog (the same generated data), so a change of the store's format
+# is compared as each side writes it.
+for side in base head; do
+    fill=${bin[$side]%alert_latency}mqtt_drain
+    "$fill" fill "$dir/backlog-$side" "$minutes" 8
+    "$fill" fill-events "$dir/events-$side" 60 8
+done
 
 for t in $(seq "$trials"); do
     for scenario in idle drain paced throughput; do
@@ -46,12 +51,12 @@ for t in $(seq "$trials"); do
             rm -rf "$dir/s"
             case $scenario in
             idle) out=$("${bin[$side]}" "$dir/s" "$port" 200) ;;
-            drain) cp -r "$dir/backlog" "$dir/s" && sync && out=$("${bin[$side]}" "$dir/s" "$port" 100) ;;
-            paced) cp -r "$dir/backlog" "$dir/s" && sync && out=$("${bin[$side]}" "$dir/s" "$port" 100 64 2000) ;;
+            drain) cp -r "$dir/backlog-$side" "$dir/s" && sync && out=$("${bin[$side]}" "$dir/s" "$port" 100) ;;
+            paced) cp -r "$dir/backlog-$side" "$dir/s" && sync && out=$("${bin[$side]}" "$dir/s" "$port" 100 64 2000) ;;
             throughput)
                 drain=${bin[$side]%alert_latency}mqtt_drain
-                cp -r "$dir/backlog" "$dir/s" && sync && frames=$("$drain" drain "$dir/s" "$port" 64)
-                rm -rf "$dir/s" && cp -r "$dir/events" "$dir/s" && sync
+                cp -r "$dir/backlog-$side" "$dir/s" && sync && frames=$("$drain" drain "$dir/s" "$port" 64)
+                rm -rf "$dir/s" && cp -r "$dir/events-$side" "$dir/s" && sync
                 out="{\"frames\":$frames,\"events_only\":$("$drain" drain "$dir/s" "$port" 64)}" ;;
             esac
             echo "{\"trial\":$t,\"scenario\":\"$scenario\",\"side\":\"$side\",\"run\":$out}" | tee -a "$dir/runs"

@@ -3,8 +3,8 @@
 # events of 24 machines x 2 sensors (one event per sensor and second, `gen_trace`), the first
 # LINES lines, through `linegate run --exit-at-end --forward local-ack`, side by side with
 # `replay` of the same file and, when OLD_BIN is set, with `run` of another build; RUNS rounds,
-# the builds alternating. Prints per run wall and CPU seconds, peak RSS and the store's size,
-# then the medians and events/s.
+# the builds alternating. Prints per run wall and CPU seconds, peak RSS and the store's size (at
+# the end and at its peak, sampled every 0.1 s), then the medians and events/s.
 # usage: [OLD_BIN=path/to/linegate] benches/burst.sh [HOURS=6] [RUNS=3] [LINES=all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,30 +24,40 @@ lines=$(wc -l < "$WORK/t.jsonl")
 echo "trace: $lines lines, $(du -sb "$WORK/t.jsonl" | cut -f1) bytes"
 trace_config "$WORK/store" "$WORK/t.jsonl" 0.0 > "$WORK/run.toml"
 
-one() { # one NAME COMMAND...: prints "NAME wall user sys rss_kb store_bytes"
+one() { # one NAME COMMAND...: prints "NAME wall user sys rss_kb store_bytes peak_store_bytes"
     local name=$1
     shift
     rm -rf "$WORK/store"
-    /usr/bin/time -f "%e %U %S %M" -o "$WORK/time" "$@" > /dev/null 2> "$WORK/$name.log"
-    local store=0
+    /usr/bin/time -f "%e %U %S %M" -o "$WORK/time" "$@" > /dev/null 2> "$WORK/$name.log" &
+    local pid=$! store=0 peak=0 now
+    # The store's size at its peak: sampled every 0.1 s while the command runs.
+    while kill -0 "$pid" 2> /dev/null; do
+        now=$(du -sb "$WORK/store" 2> /dev/null | cut -f1 || true)
+        [ -z "$now" ] || [ "$now" -le "$peak" ] || peak=$now
+        sleep 0.1
+    done
+    wait "$pid"
     [ ! -d "$WORK/store" ] || store=$(du -sb "$WORK/store" | cut -f1)
-    echo "$name $(cat "$WORK/time") $store" | tee -a "$WORK/all"
+    [ "$store" -le "$peak" ] || peak=$store
+    echo "$name $(cat "$WORK/time") $store $peak" | tee -a "$WORK/all"
 }
 for _ in $(seq "$RUNS"); do
     one replay "$BIN" replay "$WORK/t.jsonl" --config "$WORK/run.toml" --out "$WORK/alerts.jsonl"
     [ -z "${OLD_BIN:-}" ] || one run-old "$OLD_BIN" run --exit-at-end --forward local-ack --config "$WORK/run.toml"
     one run "$BIN" run --exit-at-end --forward local-ack --config "$WORK/run.toml"
 done
-python3 - "$WORK/all" "$lines" <<'PY'
+python3 - "$WORK/all" "$lines" "$(du -sb "$WORK/t.jsonl" | cut -f1)" <<'PY'
 import statistics, sys
 lines = int(sys.argv[2])
+input_bytes = int(sys.argv[3])
 rows = {}
 for r in open(sys.argv[1]):
     name, *v = r.split()
     rows.setdefault(name, []).append([float(x) for x in v])
 for name, runs in rows.items():
-    wall, user, sys_, rss, store = (statistics.median(c) for c in zip(*runs))
+    wall, user, sys_, rss, store, peak = (statistics.median(c) for c in zip(*runs))
     print(f"{name}: median wall {wall:.2f} s ({lines / wall / 1e3:.1f}k lines/s), "
           f"CPU {user + sys_:.2f} s ({(user + sys_) / lines * 1e6:.1f} us/line), "
-          f"peak RSS {rss / 1024:.1f} MiB, store {store / 1e6:.1f} MB")
+          f"peak RSS {rss / 1024:.1f} MiB, store {store / 1e6:.1f} MB at the end, "
+          f"{peak / 1e6:.1f} MB at its peak ({peak / input_bytes:.2f}x the input)")
 PY

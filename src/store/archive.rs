@@ -139,10 +139,12 @@ impl Store {
         let mut n = (0, 0);
         for kv in self.state.scan_prefix(super::state::OUTBOX) {
             let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-            let records = super::outbox_pages::outbox_entries(&k, &v)
-                .map_err(|what| self.corrupt(super::STATE, &k, what))?;
-            n.0 += records.len() as u64;
-            n.1 += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+            let (records, bytes) = super::outbox_pages::outbox_entries(&k, &v, |rs| {
+                (rs.len() as u64, rs.iter().map(|(_, r)| r.len() as u64).sum::<u64>())
+            })
+            .map_err(|what| self.corrupt(super::STATE, &k, what))?;
+            n.0 += records;
+            n.1 += bytes;
         }
         Ok(n)
     }

@@ -1,8 +1,10 @@
 //! The outbox in pages (`page.rs`): the records a checkpoint adds are one sled value under the
-//! key of the first (`o/` + its sequence), read back record by record. An acknowledgement or a
-//! shed removes records from a page by writing what is left of it again, in runs of consecutive
-//! sequences, each under the key of its first record; a page left empty goes. A single record is
-//! stored as itself, unless its bytes begin like a page (then as a page of one).
+//! key of the first (`o/` + its sequence), packed, read back record by record. An
+//! acknowledgement or a shed removes records from a page by writing it again once, with an empty
+//! entry for each, under the key of its first record left; a page left empty goes. A page
+//! written again is plain: removals run under the store's lock at every chunk of
+//! acknowledgements, which an alert waits behind, so they unpack a page but never pack one. A
+//! single record is stored as itself, unless its bytes begin like a page (then as a page of one).
 //!
 //! Every reader goes through [`Store::outbox_from`], [`Store::outbox_contains`] and
 //! [`outbox_entries`]; every removal through [`Store::outbox_remove`].
@@ -13,18 +15,22 @@ use super::page;
 use super::state::{outbox_key, OUTBOX};
 use super::{corrupt, Result, Store, StoreError, STATE};
 
-/// The records `(sequence, bytes)` under one `o/` key, or what is wrong with the key or the
-/// page's framing.
-pub(super) fn outbox_entries<'v>(
+/// `read` of the records `(sequence, bytes)` under one `o/` key (a packed page unpacked), or
+/// what is wrong with the key or the page.
+pub(super) fn outbox_entries<R>(
     k: &[u8],
-    v: &'v [u8],
-) -> std::result::Result<Vec<(u64, &'v [u8])>, String> {
-    page::keyed_entries(OUTBOX, k, v)
+    v: &[u8],
+    read: impl FnOnce(Vec<(u64, &[u8])>) -> R,
+) -> std::result::Result<R, String> {
+    let v = page::unpack(v)?;
+    Ok(read(page::keyed_entries(OUTBOX, k, &v)?))
 }
 
-/// The value that stores `records` (of consecutive sequences) under the first one's key.
+/// The value that stores `records` (of consecutive sequences) under the first one's key: packed
+/// when a checkpoint adds them; a page written again after removals is plain (see the module
+/// documentation).
 pub(super) fn outbox_value(records: &[&[u8]]) -> Vec<u8> {
-    page::value(records, page::Pages::Plain)
+    page::value(records, page::Pages::Packed)
 }
 
 impl Store {
@@ -47,14 +53,13 @@ impl Store {
                         return vec![Err(StoreError::Sled { path: path.clone(), op, source })];
                     }
                 };
-                match outbox_entries(&k, &v) {
-                    Ok(rs) => rs
-                        .into_iter()
+                let records = outbox_entries(&k, &v, |rs| {
+                    rs.into_iter()
                         .filter(|(s, _)| *s >= from)
                         .map(|(s, r)| Ok((s, r.to_vec())))
-                        .collect(),
-                    Err(what) => vec![Err(corrupt(&path, STATE, &k, what))],
-                }
+                        .collect()
+                });
+                records.unwrap_or_else(|what| vec![Err(corrupt(&path, STATE, &k, what))])
             })
             .filter(page::ascending_from(from))
     }
@@ -65,8 +70,8 @@ impl Store {
             .map_err(self.sled_err("look up an o/ key in tree state"))?;
         let Some((first, v)) = covering else { return Ok(false) };
         let key = outbox_key(first);
-        let records = outbox_entries(&key, &v).map_err(|what| self.corrupt(STATE, &key, what))?;
-        Ok(records.iter().any(|(s, _)| *s == seq))
+        outbox_entries(&key, &v, |rs| rs.iter().any(|(s, _)| *s == seq))
+            .map_err(|what| self.corrupt(STATE, &key, what))
     }
 
     /// Adds records `adds`, from sequence `first` on, to `batch` (one page when more than one).
@@ -131,6 +136,36 @@ mod tests {
         drop(s);
         let s = Store::open(dir.path(), StoreOptions::default()).unwrap();
         assert_eq!(s.next_outbox_seq(), 11, "sequences are not reused");
+    }
+
+    /// The page a checkpoint adds is packed; acknowledgements unpack it and write what is left
+    /// plain (they hold the store's lock, which an alert waits for); both read the same.
+    #[test]
+    fn a_checkpoint_page_is_packed_and_written_again_plain() {
+        use crate::store::page::{PACKED, PAGE};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+        let recs: Vec<Vec<u8>> = (1..=20u8)
+            .map(|i| [&[1][..], br#"{"machine":"press-1","sensor":"s1","seq":"#, &[i]].concat())
+            .collect();
+        s.checkpoint(1, b"d", &recs).unwrap();
+        let first =
+            |s: &Store| s.state.scan_prefix(super::OUTBOX).values().next().unwrap().unwrap();
+        let packed = first(&s);
+        assert_eq!(packed[0], PACKED);
+        assert!(packed.len() * 3 < recs.iter().map(|r| r.len() + 4).sum::<usize>());
+        assert_eq!(pending(&s), (1..=20).collect::<Vec<_>>());
+        assert!(s.outbox_contains(7).unwrap());
+        assert_eq!(s.outbox_depth().unwrap(), (20, recs.iter().map(|r| r.len() as u64).sum()));
+        s.outbox_ack_many(&[1, 5], &[]).unwrap();
+        assert_eq!(first(&s)[0], PAGE, "written again plain");
+        let got: Vec<(u64, Vec<u8>)> = s.outbox_pending().map(|r| r.unwrap()).collect();
+        let want: Vec<(u64, Vec<u8>)> = (1..=20u64)
+            .filter(|i| ![1, 5].contains(i))
+            .map(|i| (i, recs[i as usize - 1].clone()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     /// A checkpoint's records are one value; acknowledgements take records out of the middle

@@ -141,11 +141,15 @@ impl Store {
             let mut left = RECOVERY_SCAN;
             for kv in keys {
                 let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-                let records = super::outbox_pages::outbox_entries(&k, &v)
-                    .map_err(|what| self.corrupt(super::STATE, &k, what))?;
+                let records = super::outbox_pages::outbox_entries(&k, &v, |rs| {
+                    let first: Vec<(u64, Vec<u8>)> =
+                        rs.into_iter().take(left).map(|(s, r)| (s, r.to_vec())).collect();
+                    first
+                })
+                .map_err(|what| self.corrupt(super::STATE, &k, what))?;
                 let paged = super::page::is_page(&v);
-                for (seq, r) in records.into_iter().take(left) {
-                    OutboxRecord::decode(r).map_err(|e| {
+                for (seq, r) in records {
+                    OutboxRecord::decode(&r).map_err(|e| {
                         let what = match paged {
                             true => format!("{} (on the page under {})", e.0, super::show_key(&k)),
                             false => e.0,
