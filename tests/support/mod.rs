@@ -257,7 +257,9 @@ pub fn damage_outbox_record(dir: &Path, seq: u64, bytes: &[u8]) {
     let (k, v) = state.range(&b"o/"[..]..=&key[..]).next_back().unwrap().unwrap();
     let first = u64::from_be_bytes(k[2..].try_into().unwrap());
     if linegate::store::page::is_page(&v) {
-        let mut records = linegate::store::page::entries(&v).unwrap();
+        // A page a checkpoint added is packed; it is written back plain, as acknowledgements do.
+        let page = linegate::store::page::unpack(&v).unwrap();
+        let mut records = linegate::store::page::entries(&page).unwrap();
         records[(seq - first) as usize] = bytes;
         state.insert(k, linegate::store::page::encode(records)).unwrap();
     } else {
