@@ -134,11 +134,18 @@ impl Store {
         self.commit()
     }
 
-    /// The number of outbox records and their bytes, without decoding them.
+    /// The number of outbox records and their bytes, without decoding them. A packed page is
+    /// counted by its header, without unpacking it: only a checkpoint packs an outbox page, and it
+    /// holds no empty entry (a page written again after removals is plain).
     pub fn outbox_depth(&self) -> Result<(u64, u64)> {
         let mut n = (0, 0);
         for kv in self.state.scan_prefix(super::state::OUTBOX) {
             let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
+            if let Some((records, bytes)) = super::page::packed_totals(&v) {
+                n.0 += records;
+                n.1 += bytes;
+                continue;
+            }
             let (records, bytes) = super::outbox_pages::outbox_entries(&k, &v, |rs| {
                 (rs.len() as u64, rs.iter().map(|(_, r)| r.len() as u64).sum::<u64>())
             })

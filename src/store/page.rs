@@ -71,6 +71,15 @@ pub fn pack(page: Vec<u8>) -> Vec<u8> {
     }
 }
 
+/// A packed page's entries and their bytes by its header alone, without unpacking it: `None`
+/// for a value that is no packed page, or whose header does not add up.
+pub fn packed_totals(value: &[u8]) -> Option<(u64, u64)> {
+    let header = value.get(..PACKED_HEADER).filter(|h| h[0] == PACKED)?;
+    let count = u64::from(u32::from_be_bytes(header[1..5].try_into().ok()?));
+    let len = u64::from(u32::from_be_bytes(header[5..9].try_into().ok()?));
+    Some((count, len.checked_sub(5 + 4 * count)?))
+}
+
 /// `value` with a packed page unpacked: the value itself otherwise (a single record, a plain
 /// page); or what is wrong with the packed page.
 pub fn unpack(value: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
@@ -385,6 +394,9 @@ mod tests {
         assert!(is_page(&packed));
         assert_eq!(count(&packed), Some(40));
         assert_eq!(unpack(&packed).unwrap()[..], plain[..]);
+        let bytes: usize = records.iter().map(Vec::len).sum();
+        assert_eq!(packed_totals(&packed), Some((40, bytes as u64)), "by the header alone");
+        assert_eq!(packed_totals(&plain), None);
         assert!(matches!(unpack(&plain).unwrap(), std::borrow::Cow::Borrowed(_)));
         assert!(matches!(unpack(b"\x01abc").unwrap(), std::borrow::Cow::Borrowed(_)));
         assert!(entries(&packed).unwrap_err().contains("without unpacking"));
