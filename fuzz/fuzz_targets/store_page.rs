@@ -4,8 +4,8 @@
 //! Properties: never a panic, and no allocation beyond what the bytes can hold (libFuzzer's
 //! `-rss_limit_mb` and `-malloc_limit_mb`, scripts/fuzz); a value that unpacks to a page gives
 //! records that make the same plain page again (a packed one's header giving their count and
-//! bytes, `packed_totals`); a page cut from the input at its zero bytes
-//! packs to a value that unpacks to exactly that page, with its count.
+//! bytes, `packed_totals`); a page cut from the input at its zero bytes packs to a value that
+//! unpacks to exactly that page, with its count.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

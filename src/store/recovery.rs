@@ -141,23 +141,24 @@ impl Store {
             let mut left = RECOVERY_SCAN;
             for kv in keys {
                 let (k, v) = kv.map_err(self.sled_err("iterate o/ in tree state"))?;
-                let records = super::outbox_pages::outbox_entries(&k, &v, |rs| {
-                    let first: Vec<(u64, Vec<u8>)> =
-                        rs.into_iter().take(left).map(|(s, r)| (s, r.to_vec())).collect();
-                    first
-                })
-                .map_err(|what| self.corrupt(super::STATE, &k, what))?;
                 let paged = super::page::is_page(&v);
-                for (seq, r) in records {
-                    OutboxRecord::decode(&r).map_err(|e| {
-                        let what = match paged {
-                            true => format!("{} (on the page under {})", e.0, super::show_key(&k)),
-                            false => e.0,
-                        };
-                        self.corrupt(super::STATE, &super::state::outbox_key(seq), what)
-                    })?;
-                    left -= 1;
-                }
+                let check = |rs: Vec<(u64, &[u8])>| {
+                    for (seq, r) in rs.into_iter().take(left) {
+                        OutboxRecord::decode(r).map_err(|e| {
+                            let what = match paged {
+                                true => {
+                                    format!("{} (on the page under {})", e.0, super::show_key(&k))
+                                }
+                                false => e.0,
+                            };
+                            self.corrupt(super::STATE, &super::state::outbox_key(seq), what)
+                        })?;
+                        left -= 1;
+                    }
+                    Ok::<_, StoreError>(())
+                };
+                super::outbox_pages::outbox_entries(&k, &v, check)
+                    .map_err(|what| self.corrupt(super::STATE, &k, what))??;
                 if left == 0 {
                     break;
                 }
