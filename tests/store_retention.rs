@@ -330,6 +330,28 @@ fn a_crash_before_the_outbox_batch_sheds_nothing() {
     }
 }
 
+/// A crash after the shed's pages were merged, before the commit: whether sled kept the merge
+/// or not, every record left is there under its sequence.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_crash_after_the_pages_are_merged_loses_no_record() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut model, mut second) = (Model::new(), 0);
+    let mut s = Store::open(tmp.path(), opts()).unwrap();
+    fill(&mut s, &mut model, &mut second, 20, 2);
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("store::shed::after_compact", "return").unwrap();
+    assert!(s.shed_to_budget(1, 5, &|_, _, _, _| false).is_err());
+    fail::cfg("store::shed::after_compact", "off").unwrap();
+    scenario.teardown();
+    drop(s);
+    let s = Store::open(tmp.path(), opts()).unwrap();
+    s.startup_check().unwrap();
+    assert!(check_shed(&s, &mut model) > 0, "the shed itself committed");
+    assert_eq!(outbox(&s), model);
+}
+
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_failure_before_segments_are_deleted_leaves_them_to_the_next_commit() {

@@ -240,6 +240,12 @@ pub fn store_pages() -> Vec<Vec<u8>> {
         out.push(plain);
     }
     out.push(page::pack(page::encode([&records[0][..], b"", &records[1][..]])));
+    // Packed with holes (PACKED_HOLES): every third entry empty, as a shed leaves them.
+    let holes = records.iter().take(40).enumerate().map(|(i, r)| match i % 3 {
+        1 => &b""[..],
+        _ => &r[..],
+    });
+    out.push(page::pack(page::encode(holes)));
     out
 }
 

@@ -26,8 +26,27 @@ pub const PAGE: u8 = 0xFE;
 /// plain pages and says so when given a packed one.
 pub const PACKED: u8 = 0xFD;
 
+/// The first byte of a packed page that holds empty entries (removed records):
+/// `[PACKED_HOLES][count: u32 BE][len: u32 BE][records: u32 BE]`, then the block as in
+/// [`PACKED`]; `records` is how many of the `count` entries are not empty, so that the outbox's
+/// depth is still read from headers alone ([`packed_totals`]). Written when pages are compacted
+/// (`outbox_compact.rs`).
+pub const PACKED_HOLES: u8 = 0xFC;
+
 /// The header of a packed page: its first byte, the count, the unpacked length.
 const PACKED_HEADER: usize = 9;
+
+/// The header of a packed page with holes: [`PACKED_HEADER`] and the count of records.
+const HOLES_HEADER: usize = 13;
+
+/// The length of the header of a packed value (`None` when it is not packed).
+fn packed_header(value: &[u8]) -> Option<usize> {
+    match value.first() {
+        Some(&PACKED) => Some(PACKED_HEADER),
+        Some(&PACKED_HOLES) => Some(HOLES_HEADER),
+        _ => None,
+    }
+}
 
 /// Whether the pages written are packed ([`PACKED`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,47 +71,66 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
 
 /// Whether `value` is a page, plain or packed (else a single record).
 pub fn is_page(value: &[u8]) -> bool {
-    matches!(value.first(), Some(&(PAGE | PACKED)))
+    matches!(value.first(), Some(&(PAGE | PACKED | PACKED_HOLES)))
 }
 
-/// `page` (a plain page) packed, unless packing does not make it smaller.
+/// `page` (a plain page) packed, unless packing does not make it smaller: [`PACKED`], or
+/// [`PACKED_HOLES`] when some of its entries are empty.
 pub fn pack(page: Vec<u8>) -> Vec<u8> {
     let Some(count) = page.get(1..5).filter(|_| page[0] == PAGE) else { return page };
     let Ok(len) = u32::try_from(page.len()) else { return page };
-    let mut v = vec![0; PACKED_HEADER + lz4_flex::block::get_maximum_output_size(page.len())];
-    v[0] = PACKED;
+    let Ok(records) = entries(&page).map(|es| es.iter().filter(|r| !r.is_empty()).count()) else {
+        return page;
+    };
+    let holes =
+        records as u64 != u64::from(u32::from_be_bytes(count.try_into().unwrap_or_default()));
+    let header = if holes { HOLES_HEADER } else { PACKED_HEADER };
+    let mut v = vec![0; header + lz4_flex::block::get_maximum_output_size(page.len())];
+    v[0] = if holes { PACKED_HOLES } else { PACKED };
     v[1..5].copy_from_slice(count);
     v[5..9].copy_from_slice(&len.to_be_bytes());
-    match lz4_flex::block::compress_into(&page, &mut v[PACKED_HEADER..]) {
-        Ok(n) if PACKED_HEADER + n < page.len() => {
-            v.truncate(PACKED_HEADER + n);
+    if holes {
+        // At most `count`, which is a u32.
+        v[9..13].copy_from_slice(&u32::try_from(records).unwrap_or(u32::MAX).to_be_bytes());
+    }
+    match lz4_flex::block::compress_into(&page, &mut v[header..]) {
+        Ok(n) if header + n < page.len() => {
+            v.truncate(header + n);
             v
         }
         _ => page,
     }
 }
 
-/// A packed page's entries and their bytes by its header alone, without unpacking it: `None`
+/// A packed page's records and their bytes by its header alone, without unpacking it: `None`
 /// for a value that is no packed page, or whose header does not add up.
 pub fn packed_totals(value: &[u8]) -> Option<(u64, u64)> {
-    let header = value.get(..PACKED_HEADER).filter(|h| h[0] == PACKED)?;
-    let count = u64::from(u32::from_be_bytes(header[1..5].try_into().ok()?));
-    let len = u64::from(u32::from_be_bytes(header[5..9].try_into().ok()?));
-    Some((count, len.checked_sub(5 + 4 * count)?))
+    let header = value.get(..packed_header(value)?)?;
+    let field = |at: usize| {
+        header
+            .get(at..at + 4)
+            .map(|b| u64::from(u32::from_be_bytes(b.try_into().unwrap_or_default())))
+    };
+    let (count, len) = (field(1)?, field(5)?);
+    let records = match header[0] {
+        PACKED_HOLES => field(9).filter(|&r| r <= count)?,
+        _ => count,
+    };
+    Some((records, len.checked_sub(5 + 4 * count)?))
 }
 
 /// `value` with a packed page unpacked: the value itself otherwise (a single record, a plain
 /// page); or what is wrong with the packed page.
 pub fn unpack(value: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
     use std::borrow::Cow;
-    if value.first() != Some(&PACKED) {
+    let Some(header_len) = packed_header(value) else {
         return Ok(Cow::Borrowed(value));
-    }
-    let Some(header) = value.get(..PACKED_HEADER) else {
+    };
+    let Some(header) = value.get(..header_len) else {
         return Err("packed page header cut short".into());
     };
     let len = u32::from_be_bytes(header[5..9].try_into().unwrap_or_default()) as usize;
-    let block = &value[PACKED_HEADER..];
+    let block = &value[header_len..];
     // LZ4 gives at most 255 bytes per byte of its input: a length beyond that is damage, and is
     // never allocated.
     if len < 5 || len > block.len().saturating_mul(255) {
@@ -106,6 +144,14 @@ pub fn unpack(value: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
     }
     if out[0] != PAGE || out[1..5] != header[1..5] {
         return Err("packed page unpacks to no page of its count".into());
+    }
+    if header[0] == PACKED_HOLES {
+        let records = entries(&out)?.iter().filter(|r| !r.is_empty()).count();
+        if u32::try_from(records).map(u32::to_be_bytes).ok().as_ref().map(|b| &b[..])
+            != Some(&header[9..13])
+        {
+            return Err(format!("packed page holds {records} records, not the number it says"));
+        }
     }
     Ok(Cow::Owned(out))
 }
@@ -125,7 +171,9 @@ pub fn count(value: &[u8]) -> Option<u64> {
 pub fn entries(value: &[u8]) -> Result<Vec<&[u8]>, String> {
     match value.first() {
         Some(&PAGE) => {}
-        Some(&PACKED) => return Err("a packed page read without unpacking it".into()),
+        Some(&(PACKED | PACKED_HOLES)) => {
+            return Err("a packed page read without unpacking it".into())
+        }
         _ => return Err("not a page".into()),
     }
     let n = count(value).ok_or("page header cut short")?;
@@ -407,6 +455,35 @@ mod tests {
         assert_eq!(pack(small.clone()), small, "kept plain: packing does not shrink it");
         assert_eq!(value(&[&b"\x01abc"[..]], Pages::Packed), b"\x01abc", "one record as itself");
         assert_eq!(value(&[&records[0][..], &records[1][..]], Pages::Plain)[0], PAGE);
+    }
+
+    /// A page with empty entries packs behind a header that also counts its records, so that
+    /// its records and their bytes are still read from the header alone.
+    #[test]
+    fn a_packed_page_with_holes_counts_its_records() {
+        let line = br#"{"event":{"machine":"m1","sensor":"s0","value":0.31}}"#;
+        let records: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| if i % 3 == 1 { Vec::new() } else { [&[1, i][..], line].concat() })
+            .collect();
+        let plain = encode(records.iter().map(Vec::as_slice));
+        let packed = pack(plain.clone());
+        // [PACKED_HOLES][count 40][unpacked length][records 27] then the block.
+        assert_eq!(packed[..5], [PACKED_HOLES, 0, 0, 0, 40]);
+        assert_eq!(packed[9..13], [0, 0, 0, 27]);
+        assert!(is_page(&packed));
+        assert_eq!(count(&packed), Some(40), "entries, as every page's header");
+        assert_eq!(unpack(&packed).unwrap()[..], plain[..]);
+        let bytes: usize = records.iter().map(Vec::len).sum();
+        assert_eq!(packed_totals(&packed), Some((27, bytes as u64)));
+        let mut wrong = packed.clone();
+        wrong[12] = 28;
+        assert!(unpack(&wrong).unwrap_err().contains("holds 27 records"));
+        wrong[9] = 1;
+        assert_eq!(packed_totals(&wrong), None, "more records than entries");
+        assert!(unpack(&packed[..12]).unwrap_err().contains("header cut short"));
+        let full: Vec<&[u8]> =
+            records.iter().filter(|r| !r.is_empty()).map(Vec::as_slice).collect();
+        assert_eq!(pack(encode(full))[0], PACKED, "no hole: the shorter header");
     }
 
     /// A damaged packed page is an error saying what is wrong, never a panic, and a length it

@@ -41,11 +41,17 @@
 //!    left without references (`Store::collect_segments`, run by that commit once the removal
 //!    is durable) and sync the `raw/` directory.
 //!
+//! Once the batches are done, the outbox pages they wrote (what is left of each checkpoint's
+//! page: its events, with the frames' entries empty) are merged into fewer packed pages, one
+//! batch, then a commit (`outbox_compact.rs`): a week-long outage would otherwise leave hundreds of
+//! thousands of small pages that sled, a start and every count of the outbox read one by one.
+//!
 //! A crash between 1 and 2 leaves journal records no outbox entry references; they lie below the
 //! checkpoint, so the pipeline's next [`Store::truncate_journal_before`] removes them
 //! (`tests/store_retention.rs` proves it). Failpoints: `store::shed::before_apply`,
 //! `store::shed::after_apply` (applied, not yet committed), `store::shed::before_journal_remove`,
 //! `store::shed::after_journal_remove` (removed, not yet committed),
+//! `store::shed::after_compact` (pages merged, not yet committed),
 //! `store::segments::before_delete` (durable, segments not yet deleted: the next commit deletes
 //! them).
 
@@ -57,7 +63,7 @@ use super::journal::Body;
 use super::state::{outbox_key, OUTBOX_NEXT};
 use super::{failpoint, Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
+use crate::records::outbox::{Bulk, GapNotice, GapRange, OutboxRecord};
 
 /// Bytes per raw sample counted in [`ShedReport::bytes`] and the ledger (an f32).
 const SAMPLE_BYTES: u64 = 4;
@@ -97,6 +103,8 @@ pub struct ShedReport {
     /// True when the shed took every frame it was allowed to (the budget may still be missed:
     /// events, alerts and protected frames are never shed).
     pub exhausted: bool,
+    /// The outbox pages the shed wrote, merged afterwards (`outbox_compact.rs`).
+    pub compacted: super::outbox_compact::Compacted,
 }
 
 /// A Samples frame chosen for shedding.
@@ -165,13 +173,22 @@ impl Store {
         report.protected = protected;
         let want = size_before - low_water(max_bytes);
         let mut from_seq = 0;
+        let mut touched: Option<(u64, u64)> = None;
         while report.line_bytes < want {
             let (victims, next) = self.pick_victims(from_seq, want - report.line_bytes, protect)?;
-            if victims.is_empty() {
+            let (Some(lo), Some(hi)) = (victims.first(), victims.last()) else {
                 break;
-            }
+            };
+            let (lo, hi) = (lo.outbox_seq, hi.outbox_seq);
+            touched = Some(touched.map_or((lo, hi), |(a, _)| (a, hi)));
             from_seq = next;
             self.shed_batch(&victims, now_ms, &mut report)?;
+        }
+        if let Some((lo, hi)) = touched {
+            let from = super::page::covering_seq(&self.state, super::state::OUTBOX, lo);
+            report.compacted = self.outbox_compact(from, hi)?;
+            failpoint!("store::shed::after_compact");
+            self.commit()?;
         }
         report.exhausted = report.frames >= sheddable;
         report.size_after = self.disk_usage()?;
@@ -183,6 +200,10 @@ impl Store {
         let (mut sheddable, mut protected) = (0, 0);
         for r in self.outbox_from(0) {
             let (seq, v) = r?;
+            // A backlog is mostly events, which are never shed: told apart without decoding.
+            if OutboxRecord::peek_bulk(&v) == Some(Bulk::Event) {
+                continue;
+            }
             let rec =
                 OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &outbox_key(seq), e.0))?;
             if let OutboxRecord::Samples { machine, sensor, t0_ms, rate_hz, n, .. } = rec {
@@ -213,6 +234,9 @@ impl Store {
             }
             let (seq, v) = r?;
             next = seq + 1;
+            if OutboxRecord::peek_bulk(&v) == Some(Bulk::Event) {
+                continue;
+            }
             let rec =
                 OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &outbox_key(seq), e.0))?;
             let OutboxRecord::Samples { machine, sensor, journal_pos, t0_ms, rate_hz, n, frame } =
