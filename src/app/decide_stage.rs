@@ -500,6 +500,12 @@ impl DecideStage {
     fn oldest_referenced(&mut self, store: &Store) -> Result<Option<u64>, AppError> {
         for r in store.outbox_pending_from(self.samples_scan_from) {
             let (seq, bytes) = r?;
+            // After a long outage this passes every event queued before the oldest frame once:
+            // told apart without decoding them.
+            if OutboxRecord::peek_bulk(&bytes) == Some(crate::records::outbox::Bulk::Event) {
+                self.samples_scan_from = seq + 1;
+                continue;
+            }
             let rec = OutboxRecord::decode(&bytes)
                 .map_err(|e| AppError::Outbox { seq, why: e.to_string() })?;
             if let OutboxRecord::Samples { journal_pos, .. } = rec {

@@ -177,6 +177,10 @@ pub struct Store {
     /// queued outbox record (set by the decide stage, [`Store::set_history_floor`]; 0, nothing
     /// trimmable, until it does after a start).
     history_floor: u64,
+    /// No `Samples` outbox record lies below this sequence (0 until a shed has looked): they are
+    /// only added at the outbox's end and only ever leave it, so a shed starts here rather than
+    /// reading a week of events before the oldest frame (`retention.rs`).
+    samples_from: u64,
     /// Appends since the last commit.
     dirty: AtomicBool,
     /// `state` writes applied since the last commit: acknowledgements
@@ -250,6 +254,7 @@ impl Store {
             next_ledger: 1,
             checkpoint_pos: 0,
             history_floor: 0,
+            samples_from: 0,
             dirty: AtomicBool::new(false),
             state_unsynced: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),

@@ -172,7 +172,7 @@ impl Store {
         let (sheddable, protected) = self.count_sheddable(protect)?;
         report.protected = protected;
         let want = size_before - low_water(max_bytes);
-        let mut from_seq = 0;
+        let mut from_seq = self.samples_from;
         let mut touched: Option<(u64, u64)> = None;
         while report.line_bytes < want {
             let (victims, next) = self.pick_victims(from_seq, want - report.line_bytes, protect)?;
@@ -195,10 +195,12 @@ impl Store {
         Ok(report)
     }
 
-    /// Samples frames in the outbox that `protect` does not name, and those it names.
-    fn count_sheddable(&self, protect: Protect<'_>) -> Result<(u64, u64)> {
+    /// Samples frames in the outbox that `protect` does not name, and those it names. Notes the
+    /// first one's sequence ([`Store::samples_from`]).
+    fn count_sheddable(&mut self, protect: Protect<'_>) -> Result<(u64, u64)> {
         let (mut sheddable, mut protected) = (0, 0);
-        for r in self.outbox_from(0) {
+        let mut first = None;
+        for r in self.outbox_from(self.samples_from) {
             let (seq, v) = r?;
             // A backlog is mostly events, which are never shed: told apart without decoding.
             if OutboxRecord::peek_bulk(&v) == Some(Bulk::Event) {
@@ -207,6 +209,7 @@ impl Store {
             let rec =
                 OutboxRecord::decode(&v).map_err(|e| self.corrupt(STATE, &outbox_key(seq), e.0))?;
             if let OutboxRecord::Samples { machine, sensor, t0_ms, rate_hz, n, .. } = rec {
+                first.get_or_insert(seq);
                 let to_ms = t0_ms.saturating_add(frame_span_ms(n, rate_hz));
                 if protect(&machine, &sensor, t0_ms, to_ms) {
                     protected += 1;
@@ -215,6 +218,7 @@ impl Store {
                 }
             }
         }
+        self.samples_from = first.unwrap_or(self.next_outbox);
         Ok((sheddable, protected))
     }
 
