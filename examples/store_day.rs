@@ -10,8 +10,10 @@
 //! `shed_to_budget(MAX_BYTES)` runs, as the daemon does. The data is generated as fast as the store
 //! takes it. Prints one JSON object: samples/s, fsyncs per second of data, commit latency
 //! percentiles, size on disk against the live raw-sample bytes (and the largest size a budget
-//! check saw, and the segment files' share), sheds, and the time to reopen the
-//! store (`open_or_recover`, the start-up check included) at the end.
+//! check saw, and the segment files' share), sheds (the longest one, and the outbox pages merged
+//! after them), and the time to reopen the store at the end: `open_or_recover` (the start-up
+//! check included), then the count of the outbox a start ledgers (`outbox_depth`); `ready_ms` is
+//! both. A line on stderr per simulated day shows the sizes as they go (a week: `SECONDS` 604800).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
@@ -54,6 +56,7 @@ fn main() {
     let mut s = Store::open(&dir, StoreOptions::default()).unwrap();
     let mut commits = Vec::with_capacity(seconds as usize * 11);
     let (mut fsyncs, mut sheds, mut shed_frames, mut peak) = (0u64, 0u64, 0u64, 0u64);
+    let (mut shed_max, mut keys_before, mut keys_after) = (Duration::ZERO, 0u64, 0u64);
     let never = |_: &str, _: &str, _: i64, _: i64| false;
     let start = Instant::now();
     for sec in 0..seconds {
@@ -101,12 +104,25 @@ fn main() {
         commits.push(t.elapsed());
         fsyncs += 1;
         if sec % 10 == 9 {
+            let t = Instant::now();
             let r = s.shed_to_budget(max_bytes, T0 + (sec * 1000) as i64, &never).unwrap();
             peak = peak.max(r.size_before);
             if r.triggered {
+                shed_max = shed_max.max(t.elapsed());
                 sheds += 1;
                 shed_frames += r.frames;
+                keys_before += r.compacted.keys_before;
+                keys_after += r.compacted.keys_after;
             }
+        }
+        if sec % 86_400 == 86_399 {
+            let size = s.disk_usage().unwrap();
+            eprintln!(
+                "day {}: {:.0} s, size {size} (sled {}), sheds {sheds}",
+                sec / 86_400 + 1,
+                start.elapsed().as_secs_f64(),
+                size - dir_bytes(&dir.join(linegate::store::RAW_DIR)),
+            );
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
@@ -121,14 +137,15 @@ fn main() {
     let live_raw = live_frames * (4 * RATE as u64);
     // The segment files' share of the size: the rest is sled's.
     let raw_dir = dir.join(linegate::store::RAW_DIR);
-    let segment_bytes: u64 = std::fs::read_dir(&raw_dir)
-        .map(|d| d.map(|e| e.unwrap().metadata().unwrap().len()).sum())
-        .unwrap_or(0);
+    let segment_bytes = dir_bytes(&raw_dir);
+    let sled_bytes = size - segment_bytes;
     drop(s);
     let t = Instant::now();
     let (reopened, recovered) = Store::open_or_recover(&dir, StoreOptions::default(), T0).unwrap();
-    let ready_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let reopen_ms = t.elapsed().as_secs_f64() * 1000.0;
     assert!(recovered.is_none(), "the store needed recovery");
+    let (depth, _) = reopened.outbox_depth().unwrap();
+    let ready_ms = t.elapsed().as_secs_f64() * 1000.0;
     drop(reopened);
     commits.sort();
     let samples = seconds * SENSORS * RATE as u64;
@@ -138,12 +155,22 @@ fn main() {
          \"commit_p99_ms\":{:.2},\"commit_max_ms\":{:.2},\"max_bytes\":{max_bytes},\
          \"size_on_disk\":{size},\"peak_size_at_checks\":{peak},\"segment_bytes\":{segment_bytes},\"live_frames\":{live_frames},\"live_raw_bytes\":{live_raw},\
          \"disk_per_raw_byte\":{:.3},\"sheds\":{sheds},\"shed_frames\":{shed_frames},\
-         \"reopen_ms\":{ready_ms:.1}}}",
+         \"shed_max_ms\":{:.0},\"pages_merged\":{keys_before},\"pages_after_merge\":{keys_after},\
+         \"sled_bytes\":{sled_bytes},\"outbox_records\":{depth},\
+         \"reopen_ms\":{reopen_ms:.1},\"ready_ms\":{ready_ms:.1}}}",
         samples as f64 / elapsed,
         fsyncs as f64 / seconds as f64,
         percentile(&commits, 0.5),
         percentile(&commits, 0.99),
         percentile(&commits, 1.0),
         size as f64 / live_raw.max(1) as f64,
+        shed_max.as_secs_f64() * 1000.0,
     );
+}
+
+/// The bytes of the files directly in `dir` (0 when it is missing).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
 }
