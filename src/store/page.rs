@@ -79,19 +79,15 @@ pub fn is_page(value: &[u8]) -> bool {
 pub fn pack(page: Vec<u8>) -> Vec<u8> {
     let Some(count) = page.get(1..5).filter(|_| page[0] == PAGE) else { return page };
     let Ok(len) = u32::try_from(page.len()) else { return page };
-    let Ok(records) = entries(&page).map(|es| es.iter().filter(|r| !r.is_empty()).count()) else {
-        return page;
-    };
-    let holes =
-        records as u64 != u64::from(u32::from_be_bytes(count.try_into().unwrap_or_default()));
+    let Some(records) = filled(&page) else { return page };
+    let holes = records.to_be_bytes() != count;
     let header = if holes { HOLES_HEADER } else { PACKED_HEADER };
     let mut v = vec![0; header + lz4_flex::block::get_maximum_output_size(page.len())];
     v[0] = if holes { PACKED_HOLES } else { PACKED };
     v[1..5].copy_from_slice(count);
     v[5..9].copy_from_slice(&len.to_be_bytes());
     if holes {
-        // At most `count`, which is a u32.
-        v[9..13].copy_from_slice(&u32::try_from(records).unwrap_or(u32::MAX).to_be_bytes());
+        v[9..13].copy_from_slice(&records.to_be_bytes());
     }
     match lz4_flex::block::compress_into(&page, &mut v[header..]) {
         Ok(n) if header + n < page.len() => {
@@ -146,14 +142,26 @@ pub fn unpack(value: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
         return Err("packed page unpacks to no page of its count".into());
     }
     if header[0] == PACKED_HOLES {
-        let records = entries(&out)?.iter().filter(|r| !r.is_empty()).count();
-        if u32::try_from(records).map(u32::to_be_bytes).ok().as_ref().map(|b| &b[..])
-            != Some(&header[9..13])
-        {
+        let records = filled(&out).ok_or("packed page unpacks to a page cut short")?;
+        if records.to_be_bytes() != header[9..13] {
             return Err(format!("packed page holds {records} records, not the number it says"));
         }
     }
     Ok(Cow::Owned(out))
+}
+
+/// How many entries of plain page `page` are not empty, walking its framing without copying
+/// anything; `None` when the framing does not hold.
+fn filled(page: &[u8]) -> Option<u32> {
+    let n = u32::from_be_bytes(page.get(1..5)?.try_into().ok()?);
+    let (mut rest, mut records) = (&page[5..], 0);
+    for _ in 0..n {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = u32::from_be_bytes(*len) as usize;
+        records += u32::from(len > 0);
+        rest = tail.get(len..)?;
+    }
+    rest.is_empty().then_some(records)
 }
 
 /// How many records `value` holds by its header: 1 for a single record, `None` for a page whose
