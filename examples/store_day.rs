@@ -12,8 +12,9 @@
 //! percentiles, size on disk against the live raw-sample bytes (and the largest size a budget
 //! check saw, and the segment files' share), sheds (the longest one, and the outbox pages merged
 //! after them), and the time to reopen the store at the end: `open_or_recover` (the start-up
-//! check included), then the count of the outbox a start ledgers (`outbox_depth`); `ready_ms` is
-//! both. A line on stderr per simulated day shows the sizes as they go (a week: `SECONDS` 604800).
+//! check included), then what a start reads of it (the outbox's kept record count, the checkpoint,
+//! positions, seq marks, duplicate pages): `ready_ms` is both. `count_ms` is a count of the
+//! outbox from its pages, as a start did before the count was kept, checked equal. A line on stderr per simulated day shows the sizes as they go (a week: `SECONDS` 604800).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
@@ -144,8 +145,21 @@ fn main() {
     let (reopened, recovered) = Store::open_or_recover(&dir, StoreOptions::default(), T0).unwrap();
     let reopen_ms = t.elapsed().as_secs_f64() * 1000.0;
     assert!(recovered.is_none(), "the store needed recovery");
-    let (depth, _) = reopened.outbox_depth().unwrap();
+    // What a start reads besides (`app::start`, `DecideStage::restore`).
+    let depth = reopened.outbox_records();
+    reopened.last_checkpoint().unwrap();
+    reopened.source_positions().unwrap();
+    reopened.sensor_book().unwrap();
+    reopened.seq_marks().for_each(|m| drop(m.unwrap()));
+    reopened.dedup_pages().for_each(|p| drop(p.unwrap()));
+    for source in 0..SENSORS as u16 {
+        reopened.journal_last_offset(source, reopened.checkpoint_pos()).unwrap();
+    }
     let ready_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let t = Instant::now();
+    let counted = reopened.count_outbox_records().unwrap();
+    let count_ms = t.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(depth, counted, "the kept outbox count disagrees with the pages");
     drop(reopened);
     commits.sort();
     let samples = seconds * SENSORS * RATE as u64;
@@ -157,7 +171,7 @@ fn main() {
          \"disk_per_raw_byte\":{:.3},\"sheds\":{sheds},\"shed_frames\":{shed_frames},\
          \"shed_max_ms\":{:.0},\"pages_merged\":{keys_before},\"pages_after_merge\":{keys_after},\
          \"sled_bytes\":{sled_bytes},\"outbox_records\":{depth},\
-         \"reopen_ms\":{reopen_ms:.1},\"ready_ms\":{ready_ms:.1}}}",
+         \"reopen_ms\":{reopen_ms:.1},\"ready_ms\":{ready_ms:.1},\"count_ms\":{count_ms:.1}}}",
         samples as f64 / elapsed,
         fsyncs as f64 / seconds as f64,
         percentile(&commits, 0.5),

@@ -6,7 +6,8 @@
 //!
 //! - Between restarts, every read (journal from position 1, last checkpoint, pending outbox in
 //!   order, every sensor's seq high-water mark, the next journal position) equals the model
-//!   exactly, including appends not yet committed.
+//!   exactly, including appends not yet committed; the outbox's kept record count equals its
+//!   length.
 //! - A *committing* call — `commit`, a successful `checkpoint`, an `outbox_ack` that removed a
 //!   record, a `truncate_journal_before` that truncated, an `allocate_seq_block` with block > 0 —
 //!   makes durable everything before it. Refused calls change nothing.
@@ -75,6 +76,8 @@ struct Observed {
     next_journal: u64,
     checkpoint: Option<Checkpoint>,
     outbox: Vec<(u64, Vec<u8>)>,
+    /// The outbox's kept record count (`n/outbox_records`), which must equal its length.
+    outbox_records: u64,
     seq: Vec<((String, String), u64)>,
 }
 
@@ -119,6 +122,7 @@ impl Model {
             next_journal: self.next,
             checkpoint: self.checkpoint.clone(),
             outbox: self.outbox.iter().map(|(s, r)| (*s, r.clone())).collect(),
+            outbox_records: self.outbox.len() as u64,
             seq: self.seq.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         }
     }
@@ -130,6 +134,7 @@ fn observe(s: &Store) -> Observed {
         next_journal: s.next_journal_pos(),
         checkpoint: s.last_checkpoint().unwrap(),
         outbox: s.outbox_pending().collect::<Result<_, _>>().unwrap(),
+        outbox_records: s.outbox_records(),
         seq: s.seq_marks().collect::<Result<_, _>>().unwrap(),
     }
 }

@@ -91,6 +91,7 @@ fn protect(_m: &str, sensor: &str, from: i64, to: i64) -> bool {
 /// sensor, never a protected one.
 fn check_shed(s: &Store, model: &mut Model) -> u64 {
     let now = outbox(s);
+    assert_eq!(s.outbox_records(), now.len() as u64, "the outbox's kept record count");
     let removed: Vec<(u64, OutboxRecord)> =
         model.iter().filter(|(k, _)| !now.contains_key(k)).map(|(k, v)| (*k, v.clone())).collect();
     let added: Vec<&OutboxRecord> =

@@ -104,5 +104,5 @@ async fn until_empty(store: &SharedStore) -> Result<(), AppError> {
 /// Outbox records awaiting acknowledgement.
 async fn depth(store: &SharedStore) -> Result<u64, AppError> {
     let store = store.clone();
-    tokio::task::spawn_blocking(move || Ok(read(&store).outbox_depth()?.0)).await?
+    tokio::task::spawn_blocking(move || Ok(read(&store).outbox_records())).await?
 }

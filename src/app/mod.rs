@@ -352,15 +352,17 @@ fn start(
     let mut offsets = stage.offsets().clone();
     let mut s = lock(&store);
     let journal_next = s.next_journal_pos();
+    // The checkpoint's offsets cover every record up to its position: only later ones can be ahead.
+    let covered = s.checkpoint_pos();
     for i in 0..config.source.len() {
         let i = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
-        if let Some(o) = s.journal_last_offset(i)? {
+        if let Some(o) = s.journal_last_offset(i, covered)? {
             let e = offsets.entry(i).or_insert(0);
             *e = (*e).max(o);
         }
     }
     if journal_next > 1 || s.next_ledger_seq() > 1 {
-        let (outbox_pending, _) = s.outbox_depth()?;
+        let outbox_pending = s.outbox_records();
         let entry = LedgerEntry::Restart {
             checkpoint_pos: s.checkpoint_pos(),
             journal_next,

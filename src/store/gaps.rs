@@ -88,6 +88,7 @@ impl Store {
             seq += 1;
         }
         batch.insert(OUTBOX_NEXT, &seq.to_be_bytes());
+        let records = self.batch_outbox_records(&mut batch, gaps.len(), 0);
         for (k, n) in counts {
             batch.insert(k, &n.to_be_bytes());
         }
@@ -97,6 +98,7 @@ impl Store {
             .apply_batch(batch)
             .map_err(self.sled_err("apply declared gaps to tree state"))?;
         self.next_outbox = seq;
+        self.set_outbox_records(records);
         self.next_ledger = next_ledger;
         self.commit()
     }

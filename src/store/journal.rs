@@ -265,10 +265,13 @@ impl Store {
         self.journal_records_from(pos).map(|r| r.map(|r| (r.pos, r.at, r.line)))
     }
 
-    /// The byte offset after the last journaled record of source `source`, searching back from
-    /// the newest record (`None` when no record of it is left in the journal).
-    pub fn journal_last_offset(&self, source: u16) -> Result<Option<u64>> {
-        for m in self.journal_metas_back(self.journal_start) {
+    /// The byte offset after the last journaled record of source `source` at a position after
+    /// `after`, searching back from the newest record (`None` when no record of it is there).
+    /// A start passes the checkpoint's position, whose offsets cover the records before: a source
+    /// with no record since would otherwise be searched for through the whole journal (a week's
+    /// outage keeps millions of events in it).
+    pub fn journal_last_offset(&self, source: u16, after: u64) -> Result<Option<u64>> {
+        for m in self.journal_metas_back(self.journal_start.max(after.saturating_add(1))) {
             if let Some(o) = m?.origin {
                 if o.source == source {
                     return Ok(Some(o.end_offset));

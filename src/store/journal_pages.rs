@@ -160,8 +160,10 @@ mod tests {
         assert_eq!((r.pos, r.at, r.line), (80, 80, vec![80; 100]));
         assert_eq!(r.origin, Some(Origin { source: 0, end_offset: 80 * 101 }));
         assert_eq!(s.journal_record(202).unwrap(), None);
-        assert_eq!(s.journal_last_offset(0).unwrap(), Some(200 * 101), "the newest of source 0");
-        assert_eq!(s.journal_last_offset(1).unwrap(), None);
+        assert_eq!(s.journal_last_offset(0, 0).unwrap(), Some(200 * 101), "the newest of source 0");
+        assert_eq!(s.journal_last_offset(0, 199).unwrap(), Some(200 * 101));
+        assert_eq!(s.journal_last_offset(0, 200).unwrap(), None, "none after position 200");
+        assert_eq!(s.journal_last_offset(1, 0).unwrap(), None);
         let back: Vec<u64> = s.journal_metas_back(198).map(|m| m.unwrap().pos).collect();
         assert_eq!(back, vec![201, 200, 199, 198]);
     }

@@ -98,9 +98,11 @@ impl Store {
     fn outbox_ack_apply(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
         failpoint!("store::outbox::before_ack");
         let mut batch = sled::Batch::default();
-        self.outbox_remove(&mut batch, seqs)?;
+        let removed = self.outbox_remove(&mut batch, seqs)?;
+        let records = self.batch_outbox_records(&mut batch, 0, removed);
         let next = self.batch_ledger(&mut batch, ledger);
         self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
+        self.set_outbox_records(records);
         self.state_unsynced.store(true, Ordering::Release);
         self.next_ledger = next;
         Ok(())

@@ -86,6 +86,7 @@ mod journal_pages;
 mod ledger;
 mod marker;
 mod outbox_compact;
+mod outbox_count;
 mod outbox_pages;
 mod outbox_read;
 pub mod page;
@@ -169,6 +170,8 @@ pub struct Store {
     journal_start: u64,
     /// The sequence the next outbox record gets.
     next_outbox: u64,
+    /// The records in the outbox (`outbox_count.rs`).
+    outbox_records: u64,
     /// The sequence the next ledger record gets.
     next_ledger: u64,
     /// The journal position of the last checkpoint (0 when there is none).
@@ -251,6 +254,7 @@ impl Store {
             next_journal: 1,
             journal_start: 1,
             next_outbox: 1,
+            outbox_records: 0,
             next_ledger: 1,
             checkpoint_pos: 0,
             history_floor: 0,
@@ -263,6 +267,7 @@ impl Store {
             journal_durable: AtomicU64::new(0),
         };
         store.load_positions()?;
+        store.load_outbox_records()?;
         Ok(store)
     }
 

@@ -295,7 +295,8 @@ impl Store {
         let runs = runs_of(victims);
         let mut batch = sled::Batch::default();
         let seqs: Vec<u64> = victims.iter().map(|v| v.outbox_seq).collect();
-        self.outbox_remove(&mut batch, &seqs)?;
+        let removed = self.outbox_remove(&mut batch, &seqs)?;
+        let records = self.batch_outbox_records(&mut batch, runs.len(), removed);
         let mut outbox_seq = self.next_outbox;
         let mut ledger = Vec::with_capacity(runs.len());
         let mut gaps = Vec::with_capacity(runs.len());
@@ -325,6 +326,7 @@ impl Store {
         failpoint!("store::shed::before_apply");
         self.state.apply_batch(batch).map_err(self.sled_err("apply shed batch to tree state"))?;
         self.next_outbox = outbox_seq;
+        self.set_outbox_records(records);
         self.next_ledger = next_ledger;
         failpoint!("store::shed::after_apply");
         self.commit()?;

@@ -160,6 +160,7 @@ impl Store {
         Store::batch_outbox_adds(&mut batch, self.next_outbox, outbox_adds);
         let seq = self.next_outbox + outbox_adds.len() as u64;
         batch.insert(OUTBOX_NEXT, &seq.to_be_bytes());
+        let records = self.batch_outbox_records(&mut batch, outbox_adds.len(), 0);
         let next_ledger = self.batch_ledger(&mut batch, ledger_adds);
         for (k, v) in puts {
             batch.insert(k.as_slice(), v.as_slice());
@@ -170,6 +171,7 @@ impl Store {
             .apply_batch(batch)
             .map_err(self.sled_err("apply checkpoint batch to tree state"))?;
         self.next_outbox = seq;
+        self.set_outbox_records(records);
         self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
         self.state_unsynced.store(true, Ordering::Release);
@@ -201,10 +203,13 @@ impl Store {
     fn outbox_ack_inner(&mut self, seq: u64) -> Result<()> {
         failpoint!("store::outbox::before_ack");
         let mut batch = sled::Batch::default();
-        if self.outbox_remove(&mut batch, &[seq])? > 0 {
+        let removed = self.outbox_remove(&mut batch, &[seq])?;
+        if removed > 0 {
+            let records = self.batch_outbox_records(&mut batch, 0, removed);
             self.state
                 .apply_batch(batch)
                 .map_err(self.sled_err("remove outbox record from tree state"))?;
+            self.set_outbox_records(records);
             self.commit()?;
         }
         Ok(())

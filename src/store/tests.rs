@@ -367,7 +367,7 @@ fn journal_records_with_an_origin_pass_the_startup_check() {
     }
     let (s, recovered) = Store::open_or_recover(&path, small(), 0).unwrap();
     assert_eq!(recovered, None);
-    assert_eq!(s.journal_last_offset(0).unwrap(), Some(42));
+    assert_eq!(s.journal_last_offset(0, 0).unwrap(), Some(42));
 }
 
 #[test]

@@ -91,6 +91,8 @@ fn losses_tied_to_a_sensor_become_corrupt_gaps_and_nothing_is_renumbered() {
     assert_eq!(gaps, vec![samples, events]);
     let seqs: Vec<u64> = s.outbox_pending().map(|r| r.unwrap().0).take(5).collect();
     assert_eq!(seqs, vec![1, 2, 3, 4, 5], "the events keep their sequences");
+    let n = s.outbox_pending().count() as u64;
+    assert_eq!(s.outbox_records(), n, "the kept count: the salvaged pages, then the gaps");
     let framed: Vec<OutboxRecord> = s
         .outbox_pending()
         .map(|r| OutboxRecord::decode(&r.unwrap().1).unwrap())
