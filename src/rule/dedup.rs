@@ -159,7 +159,12 @@ impl Dedup {
 
     /// Looks `event_id` up; `horizon(machine)` gives each machine's horizon.
     pub fn check(&self, event_id: &str, fingerprint: u64, horizon: impl Fn(u32) -> i64) -> Seen {
-        match self.ids.get(&key(event_id)) {
+        self.check_key(IdKey::of(event_id), fingerprint, horizon)
+    }
+
+    /// [`Dedup::check`] with the id's key computed once by the caller.
+    pub fn check_key(&self, id: IdKey, fingerprint: u64, horizon: impl Fn(u32) -> i64) -> Seen {
+        match self.ids.get(&id.0) {
             Some(e) if e.ts_ms >= horizon(e.machine) => {
                 if e.fingerprint == fingerprint {
                     Seen::Duplicate
@@ -172,7 +177,12 @@ impl Dedup {
     }
 
     pub fn remember(&mut self, event_id: &str, fingerprint: u64, ts_ms: i64, machine: u32) {
-        let (id, entry) = (key(event_id), Entry { fingerprint, ts_ms, machine });
+        self.remember_key(IdKey::of(event_id), fingerprint, ts_ms, machine);
+    }
+
+    /// [`Dedup::remember`] with the id's key computed once by the caller.
+    pub fn remember_key(&mut self, id: IdKey, fingerprint: u64, ts_ms: i64, machine: u32) {
+        let (id, entry) = (id.0, Entry { fingerprint, ts_ms, machine });
         if let Some(spill) = &mut self.spill {
             pack_one(spill, id, &entry);
         }
@@ -217,8 +227,15 @@ impl Dedup {
     }
 }
 
-fn key(event_id: &str) -> u128 {
-    xxhash_rust::xxh3::xxh3_128(event_id.as_bytes())
+/// An `event_id` as the memory knows it: its 128-bit XXH3 hash. Computed once per event, for
+/// the look-up and then the remembering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdKey(u128);
+
+impl IdKey {
+    pub fn of(event_id: &str) -> IdKey {
+        IdKey(xxhash_rust::xxh3::xxh3_128(event_id.as_bytes()))
+    }
 }
 
 #[cfg(test)]

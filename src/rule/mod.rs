@@ -26,7 +26,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::event::{ClockState, Event, Metric, Quality, Unit};
 use crate::records::quarantine::{Reason, Rejection};
 use alert::{AlertRecord, EvidenceItem};
-use dedup::{Dedup, Seen};
+use dedup::{Dedup, IdKey, Seen};
 use incidents::{Ctx, IncidentBook};
 use watermark::{BoundMode, SensorClock};
 
@@ -295,8 +295,9 @@ impl Engine {
             ));
         }
         let fingerprint = ev.fingerprint();
+        let id = IdKey::of(&ev.event_id);
         let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
-        match self.dedup.check(&ev.event_id, fingerprint, |m| horizon_of(machines, lateness, m)) {
+        match self.dedup.check_key(id, fingerprint, |m| horizon_of(machines, lateness, m)) {
             Seen::Duplicate => return Verdict::Duplicate,
             Seen::Conflict => {
                 return Verdict::Rejected(Rejection::new(
@@ -319,7 +320,7 @@ impl Engine {
         self.observe(mi, ev, now);
         self.refresh(mi, Some(&ev.event_id), out);
         if !too_late {
-            self.dedup.remember(&ev.event_id, fingerprint, ev.ts_ms, mi);
+            self.dedup.remember_key(id, fingerprint, ev.ts_ms, mi);
             let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
             self.dedup.maybe_sweep(|m| horizon_of(machines, lateness, m));
         }
