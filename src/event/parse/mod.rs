@@ -34,6 +34,7 @@ mod value;
 
 // Shared with the trace-line parser (`crate::trace::parse`).
 pub(crate) use checks::{check_identifier, check_plausible_ts};
+pub(crate) use fast::FastEvent;
 pub(crate) use fields::{
     as_enum, as_i64, as_number, as_str, bad_type, clock_from, present, required,
 };
