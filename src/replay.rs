@@ -13,8 +13,8 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::decider::{Counts, Decider, LineError};
 use crate::records::quarantine::{Reason, Rejection};
-use crate::trace::parse::parse_line;
-use crate::trace::TraceLine;
+use crate::trace::parse::parse_line_reusing;
+use crate::trace::{Arrival, TraceLine};
 
 /// The summary file: the decider's counts and each machine's final watermark.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -63,8 +63,12 @@ struct Parsed {
 /// Lines are parsed in batches on a second thread while this one decides: parsing is pure and
 /// the batches arrive in order, so the decisions (and the output bytes) are exactly those of a
 /// single thread. Decided batches go back to the parsing thread to be dropped there, where they
-/// were allocated (freeing across threads makes the two contend in the allocator).
+/// were allocated (freeing across threads makes the two contend in the allocator). There their
+/// events' strings and the batch's own vector are reused for the lines parsed next.
 const BATCH: usize = 1024;
+
+/// At most this many spare strings are kept (three per event of a few batches).
+const MAX_SPARE: usize = 3 * BATCH * 8;
 
 /// Runs the replay over `input`. `progress` is told the number of bytes consumed so far.
 pub fn replay<I: BufRead + Send, A: Write, R: Write>(
@@ -148,6 +152,7 @@ fn parse_batches<I: BufRead>(
     let mut line = Vec::with_capacity(4096);
     let (mut line_no, mut bytes) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(BATCH);
+    let (mut spare, mut empty) = (Vec::new(), Vec::new());
     loop {
         line.clear();
         let n = match input.read_until(b'\n', &mut line) {
@@ -162,16 +167,17 @@ fn parse_batches<I: BufRead>(
             line_no += 1;
             let text = trim_newline(&line);
             if !text.iter().all(u8::is_ascii_whitespace) {
-                let result = parse_line(text);
+                let result = parse_line_reusing(text, &mut spare);
                 let raw = result.is_err().then(|| text.to_vec());
                 batch.push(Parsed { line_no, result, raw });
             }
         }
         if (n == 0 || batch.len() == BATCH) && !batch.is_empty() {
             while let Ok(decided) = done.try_recv() {
-                drop(decided);
+                recycle(decided, &mut spare, &mut empty);
             }
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            let next = empty.pop().unwrap_or_else(|| Vec::with_capacity(BATCH));
+            let full = std::mem::replace(&mut batch, next);
             if tx.send(Ok((full, bytes))).is_err() {
                 return;
             }
@@ -179,6 +185,21 @@ fn parse_batches<I: BufRead>(
         if n == 0 {
             return;
         }
+    }
+}
+
+/// Takes a decided batch apart on the parsing thread: its events' strings become spare strings
+/// for the events parsed next, its emptied vector the next batch; the rest is dropped.
+fn recycle(mut decided: Vec<Parsed>, spare: &mut Vec<String>, empty: &mut Vec<Vec<Parsed>>) {
+    for p in decided.drain(..) {
+        if let Ok(TraceLine { arrival: Arrival::Event(ev), .. }) = p.result {
+            if spare.len() < MAX_SPARE {
+                spare.extend([ev.event_id, ev.machine, ev.sensor]);
+            }
+        }
+    }
+    if empty.len() < 4 {
+        empty.push(decided);
     }
 }
 
@@ -200,4 +221,80 @@ fn write_rejected<R: Write>(
         RejectedRecord { line, at, reason: why.reason, detail: &why.detail, raw: &raw, derived };
     serde_json::to_writer(&mut *sink, &rec)?;
     sink.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::parse::parse_line;
+
+    /// A trace of many batches (so decided batches come back and their strings and vectors are
+    /// reused): events of several machines and sensors with names of varied lengths, repeats
+    /// (duplicates), high values (alerts), ticks and rejected lines.
+    fn long_trace() -> String {
+        let (mut t, mut last) = (String::new(), String::new());
+        let at0 = 1_700_000_000_000_i64;
+        for i in 0..5_000_i64 {
+            let at = at0 + i * 100;
+            match i % 97 {
+                0 => t.push_str(&format!("{{\"at\":{at},\"kind\":\"tick\"}}\n")),
+                1 => t.push_str(&format!("{{\"at\":{at},\"kind\":\"event\",\"event\":{{}}}}\n")),
+                2 => t.push_str("not json\n"),
+                // The last event again: a duplicate.
+                n if n % 13 == 0 => t.push_str(&last),
+                _ => {
+                    let m = format!("machine-{}{}", i % 7, "x".repeat((i % 5) as usize * 9));
+                    let s = format!("s{}", i % 3);
+                    let value = if i % 4 == 0 { 0.9 } else { 0.1 };
+                    last = format!(
+                        "{{\"at\":{at},\"event\":{{\"clock\":{{\"state\":\"synced\"}},\
+                         \"event_id\":\"gw.{m}.{s}.{i}\",\"machine\":\"{m}\",\
+                         \"metric\":\"accel_rms\",\"quality\":\"good\",\"schema\":1,\
+                         \"sensor\":\"{s}\",\"seq\":{i},\"ts_ms\":{ts},\"unit\":\"g\",\
+                         \"value\":{value}}},\"kind\":\"event\"}}\n",
+                        ts = at - 50,
+                    );
+                    t.push_str(&last);
+                }
+            }
+        }
+        t
+    }
+
+    /// Parsing in batches on another thread with reused strings and vectors decides exactly as
+    /// one thread parsing every line afresh.
+    #[test]
+    fn batches_with_reused_strings_decide_as_one_thread_with_fresh_ones() {
+        let config =
+            Config::from_toml(include_str!("../fixtures/traces/golden.toml"), "golden.toml")
+                .unwrap();
+        let trace = long_trace();
+        let mut sinks = Sinks { alerts: Vec::new(), rejected: Some(Vec::new()) };
+        let summary = replay(&config, trace.as_bytes(), &mut sinks, |_| {}).unwrap();
+
+        let mut d = Decider::new(&config);
+        let (mut alerts, mut want) = (Vec::new(), Vec::new());
+        let mut rejected = 0;
+        for (n, line) in trace.lines().enumerate() {
+            if d.line(&parse_line(line.as_bytes()), &mut alerts).is_err() {
+                rejected += 1;
+            }
+            for rec in alerts.drain(..) {
+                serde_json::to_writer(&mut want, &rec).unwrap();
+                want.push(b'\n');
+            }
+            // `peak_state` is noted after each batch, as replay does.
+            if (n + 1) % BATCH == 0 {
+                d.note_state();
+            }
+        }
+        d.note_state();
+        assert!(rejected > 0, "no rejected line");
+        assert!(summary.counts.duplicates > 0, "no duplicate");
+        assert!(!want.is_empty(), "no alert");
+        assert_eq!(sinks.alerts, want);
+        assert_eq!(summary, Summary::of(&d));
+        let rejected_lines = sinks.rejected.unwrap().split(|&b| b == b'\n').count() - 1;
+        assert_eq!(rejected_lines, rejected);
+    }
 }

@@ -27,6 +27,16 @@ pub const MAX_RATE_HZ: f64 = 1_000_000.0;
 /// be read: always once `at` itself is valid; for a line that is not valid JSON, when the line
 /// starts with `{"at": <integer>,` (whitespace allowed); never for an oversized line.
 pub fn parse_line(line: &[u8]) -> Result<TraceLine, (Option<i64>, Rejection)> {
+    parse_line_reusing(line, &mut Vec::new())
+}
+
+/// [`parse_line`], writing an accepted event's `event_id`, `machine` and `sensor` into strings
+/// taken from `spare` where it has some (`replay` hands back those of the events it decided):
+/// the same result, without allocating them anew.
+pub fn parse_line_reusing(
+    line: &[u8],
+    spare: &mut Vec<String>,
+) -> Result<TraceLine, (Option<i64>, Rejection)> {
     if line.len() > MAX_LINE_BYTES {
         return Err((
             None,
@@ -43,7 +53,7 @@ pub fn parse_line(line: &[u8]) -> Result<TraceLine, (Option<i64>, Rejection)> {
     // Fast path: a line no longer than an event may be can hold no oversized event, so its event
     // is read in the same pass. Any error there is answered by the exact path.
     if text.len() <= MAX_EVENT_BYTES {
-        if let Some(tl) = plain_line(text) {
+        if let Some(tl) = plain_line(text, spare) {
             return Ok(tl);
         }
         if let Ok(top) = read_top::<LINE_SLOTS>(text, &LINE_SHAPE, Pass::Inline) {
@@ -68,23 +78,23 @@ pub fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Re
 /// line straight into a [`TraceLine`] (no slots) and succeeds only where [`exact_line`] accepts
 /// with the same result; anything else (another kind, an unknown or repeated key, an escaped
 /// key or kind, a wrong type) gives `None` and the paths above decide.
-fn plain_line(text: &str) -> Option<TraceLine> {
+fn plain_line(text: &str, spare: &mut Vec<String>) -> Option<TraceLine> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let tl = de::DeserializeSeed::deserialize(PlainLine, &mut de).ok()?;
+    let tl = de::DeserializeSeed::deserialize(PlainLine(spare), &mut de).ok()?;
     de.end().ok()?;
     Some(tl)
 }
 
-struct PlainLine;
+struct PlainLine<'s>(&'s mut Vec<String>);
 
-impl<'de> de::DeserializeSeed<'de> for PlainLine {
+impl<'de> de::DeserializeSeed<'de> for PlainLine<'_> {
     type Value = TraceLine;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<TraceLine, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> de::Visitor<'de> for PlainLine {
+impl<'de> de::Visitor<'de> for PlainLine<'_> {
     type Value = TraceLine;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,7 +115,9 @@ impl<'de> de::Visitor<'de> for PlainLine {
                         _ => return Err(no()),
                     })
                 }
-                "event" if event.is_none() => event = Some(map.next_value_seed(FastEvent)?),
+                "event" if event.is_none() => {
+                    event = Some(map.next_value_seed(FastEvent(Some(&mut *self.0)))?)
+                }
                 _ => return Err(no()),
             }
         }

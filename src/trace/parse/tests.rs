@@ -24,6 +24,9 @@ fn samples(f: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
 fn parse(line: &str) -> Result<TraceLine, (Option<i64>, Rejection)> {
     let r = parse_line(line.as_bytes());
     assert_eq!(r, parse_line(line.as_bytes()), "not deterministic: {line}");
+    // Spare strings with stale contents (as replay hands back) change nothing.
+    let mut spare = vec!["x".repeat(70), String::new(), "stale.id".to_owned(), "s9".to_owned()];
+    assert_eq!(r, parse_line_reusing(line.as_bytes(), &mut spare), "spares changed: {line}");
     if line.len() <= MAX_LINE_BYTES {
         assert_eq!(r, exact_line(line.as_bytes(), line), "paths disagree: {line}");
     }
@@ -374,4 +377,17 @@ mod props {
             let _ = parse(&s);
         }
     }
+}
+
+#[test]
+fn an_event_line_takes_its_strings_from_the_spares() {
+    let line = event_line(EVENT);
+    let mut spare: Vec<String> = (0..4).map(|i| "old".repeat(i * 20)).collect();
+    let got = parse_line_reusing(line.as_bytes(), &mut spare).unwrap();
+    assert_eq!(got, parse_line(line.as_bytes()).unwrap());
+    assert_eq!(spare.len(), 1, "event_id, machine and sensor each took one");
+    // A tick line and a rejected line take none.
+    parse_line_reusing(b"{\"at\": 1, \"kind\": \"tick\"}", &mut spare).unwrap();
+    parse_line_reusing(b"{\"at\": 1}", &mut spare).unwrap_err();
+    assert_eq!(spare.len(), 1);
 }
