@@ -90,3 +90,77 @@ fn bytes_that_are_no_page_are_an_error_not_a_panic() {
     assert!(entries(&[PAGE, 0, 0]).unwrap_err().contains("header cut short"));
     assert_eq!(entries(&encode([])).unwrap(), Vec::<&[u8]>::new());
 }
+
+/// Found by `decider_snapshot` in CI (stop 31): a snapshot whose evidence event held a NaN value
+/// restored, and the alert record deciding the next tick carried `"value": null` (and differed
+/// from itself: NaN is equal to nothing). The engine's restore now checks each high event as the
+/// parser checks an event, and refuses such a snapshot. (Rebuilt here from a fixture's snapshot:
+/// the CI run's input was not kept.)
+#[test]
+fn a_snapshot_whose_evidence_value_is_nan_is_refused_at_restore() {
+    let snapshot = snapshot_after("three_in_two_minutes", usize::MAX);
+    let damaged = damage_float(&snapshot, "engine", "value");
+    let err = restore_error(&damaged);
+    assert!(err.starts_with("snapshot is inconsistent: machine press-1: high event "), "{err}");
+    assert!(err.contains("value NaN is not finite"), "{err}");
+}
+
+/// The same for the frame cutter's running sums (found while fixing the one above): a NaN mean
+/// in a sensor's open frame is refused, naming the sensor and the frame.
+#[test]
+fn a_snapshot_whose_open_frame_sums_are_nan_is_refused_at_restore() {
+    let snapshot = snapshot_after("samples_clock_jump", 1);
+    let damaged = damage_float(&snapshot, "cutter", "mean");
+    let err = restore_error(&damaged);
+    assert!(
+        err.starts_with("snapshot is inconsistent: frames of press-1/s1: open frame "),
+        "{err}"
+    );
+    assert!(err.contains("mean NaN"), "{err}");
+}
+
+/// A decider's snapshot after the first `lines` lines of a fixture trace (under the fuzz
+/// targets' configuration).
+fn snapshot_after(trace: &str, lines: usize) -> Vec<u8> {
+    let config = linegate::config::Config::for_replay_defaults("gw-fuzz");
+    let path = format!("{}/fixtures/traces/{trace}.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut d = linegate::decider::Decider::new(&config);
+    let mut alerts = Vec::new();
+    for line in text.lines().take(lines) {
+        let _ = d.line(&linegate::trace::parse::parse_line(line.as_bytes()), &mut alerts);
+    }
+    d.snapshot()
+}
+
+/// `snapshot` with the first float field named `field` inside its `part` (the engine's or the
+/// cutter's own snapshot bytes) set to NaN.
+fn damage_float(snapshot: &[u8], part: &str, field: &str) -> Vec<u8> {
+    use ciborium::Value;
+    fn nan_first(v: &mut Value, field: &str) -> bool {
+        match v {
+            Value::Map(entries) => entries.iter_mut().any(|(k, x)| match (k.as_text(), &mut *x) {
+                (Some(name), Value::Float(f)) if name == field => {
+                    *f = f64::NAN;
+                    true
+                }
+                _ => nan_first(x, field),
+            }),
+            Value::Array(items) => items.iter_mut().any(|x| nan_first(x, field)),
+            _ => false,
+        }
+    }
+    let encode = |v: &Value| {
+        let mut out = Vec::new();
+        ciborium::into_writer(v, &mut out).unwrap();
+        out
+    };
+    let mut saved: Value = ciborium::from_reader(snapshot).unwrap();
+    let Value::Map(entries) = &mut saved else { panic!("a snapshot is a map") };
+    let (_, bytes) = entries.iter_mut().find(|(k, _)| k.as_text() == Some(part)).unwrap();
+    let Value::Bytes(inner) = bytes else { panic!("{part} is not bytes") };
+    let mut state: Value = ciborium::from_reader(&inner[..]).unwrap();
+    assert!(nan_first(&mut state, field), "no float {field} in the {part}");
+    *inner = encode(&state);
+    encode(&saved)
+}

@@ -153,7 +153,9 @@ impl IncidentBook {
     /// Checks what a restored snapshot must hold and the code asserts when it merges incidents:
     /// each incident is keyed by its onset, its evidence lies in `(onset - window_ms, onset]`
     /// and its `also` in `(onset, end)`. A snapshot that breaks this (damaged, or not ours) is
-    /// refused rather than trip an assertion later.
+    /// refused rather than trip an assertion later. Every high event and evidence item is also
+    /// checked as the parser checks an event (a finite value) and against its key (its time and
+    /// id): a damaged value would otherwise reach alert records as `null`.
     pub fn check(&self, window_ms: i64) -> Result<(), String> {
         for (&key, inc) in &self.incidents {
             let (onset, end) = (inc.onset, inc.end);
@@ -166,8 +168,23 @@ impl IncidentBook {
             if !inc.evidence.keys().all(|k| k.0 > onset.saturating_sub(window_ms) && k.0 <= onset) {
                 return Err(bad("evidence outside the window before its onset"));
             }
-            if !inc.also.iter().all(|k| k.0 > onset && k.0 < end) {
-                return Err(bad("a further member outside (onset, end)"));
+            if !inc.also.iter().all(|k| k.0 > onset && k.0 < end && k.1.is_some()) {
+                return Err(bad("a further member outside (onset, end), or without an id"));
+            }
+        }
+        let items = self.high.iter().chain(self.incidents.values().flat_map(|i| &i.evidence));
+        for (key, item) in items {
+            if !item.value.is_finite() {
+                return Err(format!(
+                    "high event {}: value {} is not finite",
+                    item.event_id, item.value
+                ));
+            }
+            if key.0 != item.ts_ms || key.1.as_deref() != Some(item.event_id.as_str()) {
+                return Err(format!(
+                    "high event {} at {}: kept under another key ({}, {:?})",
+                    item.event_id, item.ts_ms, key.0, key.1
+                ));
             }
         }
         Ok(())

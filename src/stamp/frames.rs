@@ -157,8 +157,41 @@ impl FrameCutter {
         snapshot: &[u8],
     ) -> Result<Self, crate::records::snapshot::SnapshotError> {
         let mut c: FrameCutter = crate::records::snapshot::decode(snapshot)?;
+        c.check().map_err(crate::records::snapshot::SnapshotError::invalid)?;
         c.params = params;
         Ok(c)
+    }
+
+    /// What a restored snapshot must hold for the numbers it derives to be what `push` would
+    /// have derived: finite times, rates and running sums (a damaged one would reach a derived
+    /// event's value, and from there alert records as `null`).
+    fn check(&self) -> Result<(), String> {
+        for (machine, sensors) in &self.sensors {
+            for (sensor, s) in sensors {
+                let bad = |what: String| format!("frames of {machine}/{sensor}: {what}");
+                if let Some(t) = s.last_sample_t.filter(|t| !t.is_finite()) {
+                    return Err(bad(format!("last sample time {t} is not finite")));
+                }
+                let Some(f) = &s.open else { continue };
+                if !(f.rate_hz.is_finite() && f.rate_hz > 0.0) {
+                    return Err(bad(format!(
+                        "rate_hz {} is not a positive finite number",
+                        f.rate_hz
+                    )));
+                }
+                let sums = [f.mean, f.m2];
+                let extremes = [f.min, f.max];
+                if sums.iter().any(|x| !x.is_finite())
+                    || (f.count > 0 && (extremes.iter().any(|x| !x.is_finite()) || f.min > f.max))
+                {
+                    return Err(bad(format!(
+                        "open frame {}: running sums not finite (count {}, mean {}, m2 {}, min {}, max {})",
+                        f.k, f.count, f.mean, f.m2, f.min, f.max
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn new(params: FrameParams) -> Self {
