@@ -14,7 +14,9 @@
 //! after them), and the time to reopen the store at the end: `open_or_recover` (the start-up
 //! check included), then what a start reads of it (the outbox's kept record count, the checkpoint,
 //! positions, seq marks, duplicate pages): `ready_ms` is both. `count_ms` is a count of the
-//! outbox from its pages, as a start did before the count was kept, checked equal. A line on stderr per simulated day shows the sizes as they go (a week: `SECONDS` 604800).
+//! outbox from its pages, as a start did before the count was kept, checked equal. Every hour of
+//! data but the last, sled writes its page table snapshot (`Store::snapshot_sled`, as the daemon
+//! does), so the reopen at the end reads an hour of sled's log; how long those took is printed. A line on stderr per simulated day shows the sizes as they go (a week: `SECONDS` 604800).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
@@ -59,6 +61,7 @@ fn main() {
     let (mut fsyncs, mut sheds, mut shed_frames, mut peak) = (0u64, 0u64, 0u64, 0u64);
     let (mut shed_max, mut keys_before, mut keys_after) = (Duration::ZERO, 0u64, 0u64);
     let never = |_: &str, _: &str, _: i64, _: i64| false;
+    let (mut snapshots, mut day_from) = (Vec::new(), 0);
     let start = Instant::now();
     for sec in 0..seconds {
         let mut adds = Vec::with_capacity(2 * SENSORS as usize);
@@ -116,14 +119,28 @@ fn main() {
                 keys_after += r.compacted.keys_after;
             }
         }
+        // Every hour of data, as the daemon does (`app::retention::SLED_SNAPSHOT_EVERY`); not
+        // at the end, so the reopen below reads a whole hour of sled's log, as a start at the
+        // worst moment would.
+        if sec % 3600 == 3599 && sec + 1 < seconds {
+            let t = Instant::now();
+            assert!(s.snapshot_sled().unwrap(), "no reader is out");
+            snapshots.push(t.elapsed());
+        }
         if sec % 86_400 == 86_399 {
             let size = s.disk_usage().unwrap();
+            let day = &mut snapshots[day_from..];
+            day.sort();
             eprintln!(
-                "day {}: {:.0} s, size {size} (sled {}), sheds {sheds}",
+                "day {}: {:.0} s, size {size} (sled {}), sheds {sheds}, sled snapshots {} (median {:.0} ms, max {:.0} ms)",
                 sec / 86_400 + 1,
                 start.elapsed().as_secs_f64(),
                 size - dir_bytes(&dir.join(linegate::store::RAW_DIR)),
+                day.len(),
+                percentile(day, 0.5),
+                percentile(day, 1.0),
             );
+            day_from = snapshots.len();
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
@@ -162,6 +179,7 @@ fn main() {
     assert_eq!(depth, counted, "the kept outbox count disagrees with the pages");
     drop(reopened);
     commits.sort();
+    snapshots.sort();
     let samples = seconds * SENSORS * RATE as u64;
     println!(
         "{{\"data_seconds\":{seconds},\"samples\":{samples},\"wall_s\":{elapsed:.2},\
@@ -171,6 +189,7 @@ fn main() {
          \"disk_per_raw_byte\":{:.3},\"sheds\":{sheds},\"shed_frames\":{shed_frames},\
          \"shed_max_ms\":{:.0},\"pages_merged\":{keys_before},\"pages_after_merge\":{keys_after},\
          \"sled_bytes\":{sled_bytes},\"outbox_records\":{depth},\
+         \"sled_snapshots\":{},\"sled_snapshot_p50_ms\":{:.1},\"sled_snapshot_max_ms\":{:.1},\
          \"reopen_ms\":{reopen_ms:.1},\"ready_ms\":{ready_ms:.1},\"count_ms\":{count_ms:.1}}}",
         samples as f64 / elapsed,
         fsyncs as f64 / seconds as f64,
@@ -179,6 +198,9 @@ fn main() {
         percentile(&commits, 1.0),
         size as f64 / live_raw.max(1) as f64,
         shed_max.as_secs_f64() * 1000.0,
+        snapshots.len(),
+        percentile(&snapshots, 0.5),
+        percentile(&snapshots, 1.0),
     );
 }
 

@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+#[cfg(test)]
+use super::read;
 use super::telemetry::Telemetry;
 use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
@@ -176,20 +178,61 @@ pub(super) fn prune(
 /// it briefly (the decide stage waits meanwhile).
 pub const PRUNE_PER_CHECK: usize = 5_000;
 
-/// Checks the budget every [`RETENTION_INTERVAL`] until `stop`. A failed check is logged and
-/// tried again (a store that failed a write is poisoned and stops the decide stage anyway).
+/// How often the daemon has sled write its page table snapshot by closing and reopening it
+/// (`store/reopen.rs`): a start then reads at most this long a stretch of sled's log. About
+/// 0.1 s under the store's lock on a week's store (docs/performance.md, "A week-long outage").
+pub const SLED_SNAPSHOT_EVERY: Duration = Duration::from_secs(3600);
+
+/// Checks the budget every [`RETENTION_INTERVAL`] until `stop`, and every
+/// [`SLED_SNAPSHOT_EVERY`] has sled write its snapshot (at the first check after that when an
+/// iterator of the store was out). A failed check is logged and tried again (a store that failed
+/// a write is poisoned and stops the decide stage anyway).
 pub(super) async fn retention_loop(
     store: SharedStore,
     config: Arc<Config>,
     telemetry: Telemetry,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut since_snapshot = Duration::ZERO;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(RETENTION_INTERVAL) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
         run_once(&store, &config, &telemetry).await;
+        since_snapshot += RETENTION_INTERVAL;
+        if since_snapshot >= SLED_SNAPSHOT_EVERY && snapshot_sled(&store).await {
+            since_snapshot = Duration::ZERO;
+        }
+    }
+}
+
+/// One [`Store::snapshot_sled`] on a blocking thread; whether it is done for this period (it
+/// was, or it failed: the store is then poisoned and the pipeline stops).
+async fn snapshot_sled(store: &SharedStore) -> bool {
+    let store = store.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let clock = SystemClock::new();
+        let done = lock(&store).snapshot_sled()?;
+        Ok::<_, crate::store::StoreError>(done.then(|| clock.monotonic_ms()))
+    })
+    .await;
+    match r.map_err(AppError::from).and_then(|r| r.map_err(AppError::from)) {
+        Ok(Some(took_ms)) => {
+            tracing::info!(
+                took_ms,
+                "store: sled closed and reopened to write its page table snapshot"
+            );
+            true
+        }
+        Ok(None) => {
+            tracing::debug!("store: a reader of the store is out; sled's snapshot waits");
+            false
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "store: closing and reopening sled failed");
+            true
+        }
     }
 }
 
@@ -205,6 +248,42 @@ pub(super) async fn run_once(store: &SharedStore, config: &Arc<Config>, telemetr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The newest page-table snapshot sled has written (its name carries its log position).
+    fn newest_snapshot(dir: &std::path::Path) -> Option<String> {
+        let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name());
+        names.map(|n| n.to_string_lossy().into_owned()).filter(|n| n.starts_with("snap.")).max()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_loop_has_sled_write_its_snapshot_every_hour() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = Store::open(tmp.path(), crate::store::StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"a line".to_vec())]).unwrap();
+        s.checkpoint(1, b"decider", &[b"a record".to_vec()]).unwrap();
+        let store: SharedStore = Arc::new(parking_lot::RwLock::new(s));
+        let config = Arc::new(Config::for_replay_defaults("gw"));
+        let (stop_tx, stop) = watch::channel(false);
+        let opened = newest_snapshot(tmp.path());
+        let task =
+            tokio::spawn(retention_loop(store.clone(), config, Telemetry::new(), stop.clone()));
+        tokio::time::sleep(SLED_SNAPSHOT_EVERY - RETENTION_INTERVAL / 2).await;
+        assert_eq!(newest_snapshot(tmp.path()), opened, "not yet");
+        tokio::time::sleep(RETENTION_INTERVAL).await;
+        let first = newest_snapshot(tmp.path());
+        assert!(first > opened, "an hour: {opened:?} -> {first:?}");
+        // An iterator out holds the next one back; it follows at the first check after.
+        lock(&store).checkpoint(1, b"decider 2", &[b"another".to_vec()]).unwrap();
+        let walk = read(&store).outbox_pending();
+        tokio::time::sleep(SLED_SNAPSHOT_EVERY + RETENTION_INTERVAL * 5).await;
+        assert_eq!(newest_snapshot(tmp.path()), first, "held back by the walk");
+        assert_eq!(walk.count(), 2);
+        tokio::time::sleep(RETENTION_INTERVAL).await;
+        assert!(newest_snapshot(tmp.path()) > first, "after the walk");
+        assert_eq!(read(&store).outbox_pending().count(), 2);
+        stop_tx.send(true).unwrap();
+        task.await.unwrap();
+    }
 
     fn alert(machine: &str, evidence: &[(&str, i64)]) -> AlertRecord {
         let ev: Vec<_> = evidence

@@ -96,13 +96,13 @@ impl Store {
     /// Archive records `(key, value)` whose key starts with `prefix`, in key order.
     pub fn archive_scan(&self, prefix: &[u8]) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> {
         let path: PathBuf = self.path.clone();
-        self.state.scan_prefix(prefix).map(move |kv| {
+        self.reading(self.state.scan_prefix(prefix).map(move |kv| {
             kv.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(|source| StoreError::Sled {
                 path: path.clone(),
                 op: "iterate archive keys in tree state".into(),
                 source,
             })
-        })
+        }))
     }
 
     /// The archive record under `key`, if any.
@@ -158,7 +158,7 @@ impl Store {
 
     /// Outbox records awaiting acknowledgement from sequence `seq` on, in sequence order.
     pub fn outbox_pending_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
-        self.outbox_from(seq)
+        self.reading(self.outbox_from(seq))
     }
 
     /// The journal position of the last checkpoint (0 when there is none).

@@ -41,7 +41,7 @@ impl Store {
     /// The duplicate-memory pages `(number, packed entries)`, in number order.
     pub fn dedup_pages(&self) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
         let path: PathBuf = self.path.clone();
-        self.state.scan_prefix(DEDUP).map(move |kv| {
+        self.reading(self.state.scan_prefix(DEDUP).map(move |kv| {
             let (k, v) = kv.map_err(|source| StoreError::Sled {
                 path: path.clone(),
                 op: "iterate d/ in tree state".into(),
@@ -55,6 +55,6 @@ impl Store {
                     super::corrupt(&path, super::STATE, &k, "key is not d/ + 8 bytes")
                 })?;
             Ok((n, v.to_vec()))
-        })
+        }))
     }
 }

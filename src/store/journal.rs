@@ -285,8 +285,10 @@ impl Store {
     pub fn journal_records_from(&self, pos: u64) -> impl Iterator<Item = Result<JournalRecord>> {
         let path: PathBuf = self.path.clone();
         let segments: Arc<Segments> = self.segments.clone();
-        self.journal_metas(pos.max(self.journal_start), u64::MAX)
-            .map(move |m| with_line(&path, &segments, m?))
+        self.reading(
+            self.journal_metas(pos.max(self.journal_start), u64::MAX)
+                .map(move |m| with_line(&path, &segments, m?)),
+        )
     }
 
     /// Removes journal records below `pos`, which the last checkpoint must cover

@@ -155,17 +155,19 @@ impl Store {
     pub fn ledger_from(&self, seq: u64) -> impl Iterator<Item = Result<(u64, LedgerRecord)>> {
         let path: PathBuf = self.path.clone();
         let (start, from) = (page::covering_seq(&self.state, LEDGER, seq), seq);
-        self.state
-            .range(ledger_key(start)..ledger_key(u64::MAX))
-            .flat_map(move |kv| match kv {
-                Ok((k, v)) => decode_entries(&path, &k, &v, seq),
-                Err(source) => vec![Err(StoreError::Sled {
-                    path: path.clone(),
-                    op: "iterate l/ in tree state".into(),
-                    source,
-                })],
-            })
-            .filter(page::ascending_from(from))
+        self.reading(
+            self.state
+                .range(ledger_key(start)..ledger_key(u64::MAX))
+                .flat_map(move |kv| match kv {
+                    Ok((k, v)) => decode_entries(&path, &k, &v, seq),
+                    Err(source) => vec![Err(StoreError::Sled {
+                        path: path.clone(),
+                        op: "iterate l/ in tree state".into(),
+                        source,
+                    })],
+                })
+                .filter(page::ascending_from(from)),
+        )
     }
 
     /// On open: the next ledger sequence.

@@ -92,6 +92,7 @@ mod outbox_read;
 pub mod page;
 mod prune;
 mod recovery;
+mod reopen;
 mod retention;
 mod salvage;
 mod segments;
@@ -113,6 +114,7 @@ pub use outbox_compact::Compacted;
 pub use outbox_read::OutboxScan;
 pub use prune::{PruneReport, PRUNED, PRUNE_BATCH};
 pub use recovery::{Recovered, RECOVERY_SCAN};
+pub use reopen::Reading;
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;
 pub use state::{sensor_book_put, source_position_put, Checkpoint};
@@ -199,6 +201,8 @@ pub struct Store {
     commit_calls: AtomicU64,
     /// The last journal position a commit made durable.
     journal_durable: AtomicU64,
+    /// One more holder per iterator handed out and still alive (`reopen.rs`).
+    readers: Arc<()>,
 }
 
 /// See [`Store::commit`].
@@ -218,8 +222,8 @@ impl Store {
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store> {
         // No background flush: only a commit may make a segment reference durable, after the
         // segment's bytes (`segments.rs`).
-        let config =
-            sled::Config::new().path(path).cache_capacity(opts.cache_bytes).flush_every_ms(None);
+        reopen::remove_stand_in(path);
+        let config = sled_config(path, &opts);
         let opened_with = opts.clone();
         let created = dirs_to_sync(path);
         let db = open_waiting_for_lock(&config)
@@ -265,6 +269,7 @@ impl Store {
             commit_gate: Mutex::new(CommitGate::default()),
             commit_calls: AtomicU64::new(0),
             journal_durable: AtomicU64::new(0),
+            readers: Arc::new(()),
         };
         store.load_positions()?;
         store.load_outbox_records()?;
@@ -415,6 +420,11 @@ fn sync_parents(dirs: &[PathBuf]) -> std::result::Result<(), (PathBuf, std::io::
             .map_err(|e| (parent.to_path_buf(), e))?;
     }
     Ok(())
+}
+
+/// sled's configuration for the store in `path`.
+fn sled_config(path: &Path, opts: &StoreOptions) -> sled::Config {
+    sled::Config::new().path(path).cache_capacity(opts.cache_bytes).flush_every_ms(None)
 }
 
 /// How many times, 10 ms apart, [`Store::open`] tries to take sled's file lock (2 s in all).

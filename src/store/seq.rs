@@ -76,13 +76,13 @@ impl Store {
     /// Every `((machine, sensor), high-water mark)`, in key order.
     pub fn seq_marks(&self) -> impl Iterator<Item = Result<((String, String), u64)>> {
         let path: PathBuf = self.path.clone();
-        self.seq.iter().map(move |kv| {
+        self.reading(self.seq.iter().map(move |kv| {
             let (k, v) = kv.map_err(|source| StoreError::Sled {
                 path: path.clone(),
                 op: "iterate tree seq".into(),
                 source,
             })?;
             Ok((decode_seq_key(&path, &k)?, decode_u64(&path, SEQ, &k, &v)?))
-        })
+        }))
     }
 }

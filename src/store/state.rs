@@ -189,7 +189,7 @@ impl Store {
 
     /// Outbox records awaiting acknowledgement, `(sequence, bytes)` in sequence order.
     pub fn outbox_pending(&self) -> impl Iterator<Item = Result<(u64, Vec<u8>)>> {
-        self.outbox_from(0)
+        self.reading(self.outbox_from(0))
     }
 
     /// Removes outbox record `seq` once its publication is acknowledged, and commits. Acking a
