@@ -51,6 +51,8 @@ enum Action {
         block: u64,
     },
     Restart,
+    /// sled closed and opened again under the running store (`Store::snapshot_sled`).
+    SnapshotSled,
 }
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -67,6 +69,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => any::<u64>().prop_map(Action::TruncateBefore),
         2 => (0..SENSORS.len(), 0u64..5).prop_map(|(sensor, block)| Action::AllocateSeq { sensor, block }),
         2 => Just(Action::Restart),
+        1 => Just(Action::SnapshotSled),
     ]
 }
 
@@ -217,6 +220,10 @@ fn step(dir: &Path, store: &mut Option<Store>, m: &mut Model, a: &Action) {
                 m.committed();
             }
         }
+        Action::SnapshotSled => {
+            assert!(s.snapshot_sled().unwrap(), "no iterator of the store is out");
+            m.committed();
+        }
         Action::Restart => {
             drop(store.take());
             let s = Store::open(dir, opts()).unwrap();
@@ -297,7 +304,8 @@ fn record_at(p: u64) -> (i64, Vec<u8>) {
 }
 
 /// The child: appends forever from where the store stands; commits every other batch and then
-/// prints what is durable; checkpoints and allocates sequence numbers now and then.
+/// prints what is durable; checkpoints, allocates sequence numbers and has sled write its
+/// snapshot (a close and an open under the running store) now and then.
 fn child(dir: &Path) -> ! {
     use std::io::Write;
     let mut s = Store::open(dir, opts()).unwrap();
@@ -308,6 +316,11 @@ fn child(dir: &Path) -> ! {
         s.append_journal(&batch).unwrap();
         if i % 2 == 0 {
             s.commit().unwrap();
+            writeln!(out, "committed {}", s.next_journal_pos() - 1).unwrap();
+        }
+        if i % 7 == 3 {
+            // sled closed and opened again: everything before it is committed by it.
+            assert!(s.snapshot_sled().unwrap());
             writeln!(out, "committed {}", s.next_journal_pos() - 1).unwrap();
         }
         if i % 5 == 0 {
