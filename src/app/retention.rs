@@ -256,7 +256,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    #[allow(clippy::await_holding_lock)] // one thread, and the lock only orders tests
     async fn the_loop_has_sled_write_its_snapshot_every_hour() {
+        let _serial = crate::store::reopen_test_lock();
         let tmp = tempfile::tempdir().unwrap();
         let mut s = Store::open(tmp.path(), crate::store::StoreOptions::default()).unwrap();
         s.append_journal(&[(1, b"a line".to_vec())]).unwrap();

@@ -110,6 +110,16 @@ pub(super) fn remove_stand_in(path: &std::path::Path) {
     }
 }
 
+/// Held by every test of this process that reopens sled: failpoints are global to the process,
+/// so the one that makes a reopen fail would also fail another test's reopen running beside it.
+#[cfg(test)]
+pub(crate) static REOPEN_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[cfg(test)]
+pub(crate) fn reopen_test_lock() -> std::sync::MutexGuard<'static, ()> {
+    REOPEN_TESTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -153,6 +163,7 @@ mod tests {
 
     #[test]
     fn a_reopen_writes_sleds_snapshot_keeps_everything_and_the_store_goes_on() {
+        let _serial = reopen_test_lock();
         let tmp = tempfile::tempdir().unwrap();
         let mut s = open(tmp.path());
         for n in 1..=20 {
@@ -176,6 +187,7 @@ mod tests {
 
     #[test]
     fn a_reopen_waits_until_no_iterator_of_the_store_is_out() {
+        let _serial = reopen_test_lock();
         let tmp = tempfile::tempdir().unwrap();
         let mut s = open(tmp.path());
         fill(&mut s, 1);
@@ -204,6 +216,7 @@ mod tests {
     #[cfg(feature = "failpoints")]
     #[test]
     fn a_reopen_that_fails_after_the_close_poisons_the_store_and_loses_nothing() {
+        let _serial = reopen_test_lock();
         let scenario = fail::FailScenario::setup();
         let tmp = tempfile::tempdir().unwrap();
         let mut s = open(tmp.path());

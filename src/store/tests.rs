@@ -197,6 +197,7 @@ fn a_failed_commit_poisons_the_store_until_reopened() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn failpoints_fail_the_call_at_each_boundary() {
+    let _serial = reopen_test_lock();
     let scenario = fail::FailScenario::setup();
     let tmp = tempfile::tempdir().unwrap();
     // (failpoint, what to call): each injection poisons the store, so each gets a fresh open.
