@@ -1,7 +1,8 @@
 //! A long run of the store under the issue-3 workload, with the
 //! broker away the whole time (nothing is acknowledged), so the retention budget does all the work.
 //!
-//! `store_day DIR SECONDS MAX_BYTES` simulates SECONDS of data from 8 sensors at 3200 Hz: each
+//! `store_day DIR SECONDS MAX_BYTES [FROM_SECOND|auto]` simulates SECONDS (from FROM_SECOND on, to
+//! go on with a run that stopped, on its store; `auto`: where its journal ends) of data from 8 sensors at 3200 Hz: each
 //! sensor's one-second frame (3200 f32 behind a 16-byte header, 12 816 bytes) arrives at its own
 //! offset within the second (a line of at least 1 KiB: it goes to a segment file, not into sled),
 //! the journal is group-committed every 100 ms of data (append, then
@@ -49,21 +50,31 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: store_day DIR SECONDS MAX_BYTES");
+    if !(4..=5).contains(&args.len()) {
+        eprintln!("usage: store_day DIR SECONDS MAX_BYTES [FROM_SECOND]");
         std::process::exit(2);
     }
     let dir = std::path::PathBuf::from(&args[1]);
     let seconds: u64 = args[2].parse().unwrap();
     let max_bytes: u64 = args[3].parse().unwrap();
     let mut s = Store::open(&dir, StoreOptions::default()).unwrap();
-    let mut commits = Vec::with_capacity(seconds as usize * 11);
+    // Goes on with a run that stopped (a store already holding seconds 0..FROM_SECOND); `auto`:
+    // after the last second whose journal records the store holds (SENSORS records a second).
+    let from: u64 = match args.get(4).map(String::as_str) {
+        None => 0,
+        Some("auto") => (s.next_journal_pos() - 1) / SENSORS,
+        Some(a) => a.parse().unwrap(),
+    };
+    if from > 0 {
+        eprintln!("going on from second {from}");
+    }
+    let mut commits = Vec::with_capacity((seconds - from) as usize * 11);
     let (mut fsyncs, mut sheds, mut shed_frames, mut peak) = (0u64, 0u64, 0u64, 0u64);
     let (mut shed_max, mut keys_before, mut keys_after) = (Duration::ZERO, 0u64, 0u64);
     let never = |_: &str, _: &str, _: i64, _: i64| false;
     let (mut snapshots, mut day_from) = (Vec::new(), 0);
     let start = Instant::now();
-    for sec in 0..seconds {
+    for sec in from..seconds {
         let mut adds = Vec::with_capacity(2 * SENSORS as usize);
         // Ten group commits per second of data; sensor k's frame completes at k × 125 ms.
         for tick in 0..10u64 {
@@ -180,9 +191,9 @@ fn main() {
     drop(reopened);
     commits.sort();
     snapshots.sort();
-    let samples = seconds * SENSORS * RATE as u64;
+    let samples = (seconds - from) * SENSORS * RATE as u64;
     println!(
-        "{{\"data_seconds\":{seconds},\"samples\":{samples},\"wall_s\":{elapsed:.2},\
+        "{{\"from_second\":{from},\"data_seconds\":{seconds},\"samples\":{samples},\"wall_s\":{elapsed:.2},\
          \"samples_per_s\":{:.0},\"fsyncs_per_data_second\":{:.1},\"commit_p50_ms\":{:.2},\
          \"commit_p99_ms\":{:.2},\"commit_max_ms\":{:.2},\"max_bytes\":{max_bytes},\
          \"size_on_disk\":{size},\"peak_size_at_checks\":{peak},\"segment_bytes\":{segment_bytes},\"live_frames\":{live_frames},\"live_raw_bytes\":{live_raw},\
@@ -192,7 +203,7 @@ fn main() {
          \"sled_snapshots\":{},\"sled_snapshot_p50_ms\":{:.1},\"sled_snapshot_max_ms\":{:.1},\
          \"reopen_ms\":{reopen_ms:.1},\"ready_ms\":{ready_ms:.1},\"count_ms\":{count_ms:.1}}}",
         samples as f64 / elapsed,
-        fsyncs as f64 / seconds as f64,
+        fsyncs as f64 / (seconds - from) as f64,
         percentile(&commits, 0.5),
         percentile(&commits, 0.99),
         percentile(&commits, 1.0),

@@ -16,8 +16,8 @@
 //!   audit walk a backlog of millions of records that way) and keep the database open while
 //!   they live. Each holds a [`Reading`] token; while any token is out, the reopen is not done
 //!   (`Ok(None)`) and the caller tries again at its next turn;
-//! - sled's handles are swapped for those of a temporary database in the store's directory
-//!   ([`STAND_IN`], deleted when dropped) for the moment between the close and the open. If the
+//! - sled's handles are swapped for those of a stand-in database in the store's directory
+//!   ([`STAND_IN`], removed right after) for the moment between the close and the open. If the
 //!   open fails, the store is poisoned like after any failed write: the daemon stops and the next
 //!   start opens the directory as usual.
 
@@ -75,9 +75,12 @@ impl Store {
             move |source| StoreError::Sled { path, op, source }
         };
         let stand_in_dir = self.path.join(STAND_IN);
+        // Not sled's `temporary`: it removes its directory when its last handle goes, which
+        // sled's IO threads can delay until a commit below walks the directory; this one is
+        // removed here, before that.
+        remove_stand_in(&self.path);
         let stand_in = sled::Config::new()
             .path(&stand_in_dir)
-            .temporary(true)
             .open()
             .map_err(err("open the stand-in for a reopen"))?;
         let stand_in_tree = |name: &str| stand_in.open_tree(name).map_err(err("open tree"));
@@ -96,6 +99,7 @@ impl Store {
         self.state = state;
         self.seq = seq;
         self.db = db;
+        remove_stand_in(&self.path);
         Ok(())
     }
 }
@@ -232,7 +236,7 @@ mod tests {
         fail::remove("store::reopen::closed");
         assert!(matches!(s.commit(), Err(StoreError::Poisoned { .. })));
         drop(s);
-        assert!(!tmp.path().join(STAND_IN).exists(), "the stand-in went with the store");
+        assert!(tmp.path().join(STAND_IN).exists(), "the stand-in is left, as after a crash");
         assert_eq!(seen(&open(tmp.path())), before, "a start finds everything");
         scenario.teardown();
     }

@@ -417,7 +417,11 @@ pub(super) fn dir_usage(
             Err(e) => return Err((path, e)),
         };
         if meta.is_dir() {
-            total += dir_usage(&path)?;
+            match dir_usage(&path) {
+                // Removed since the listing, as above.
+                Err((p, e)) if e.kind() == std::io::ErrorKind::NotFound && p == path => {}
+                r => total += r?,
+            }
         } else {
             total += meta.len().max(meta.blocks() * 512);
         }
