@@ -51,7 +51,7 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if !(4..=5).contains(&args.len()) {
-        eprintln!("usage: store_day DIR SECONDS MAX_BYTES [FROM_SECOND]");
+        eprintln!("usage: store_day DIR SECONDS MAX_BYTES [FROM_SECOND|auto]");
         std::process::exit(2);
     }
     let dir = std::path::PathBuf::from(&args[1]);

@@ -185,7 +185,7 @@ impl FrameCutter {
                     || (f.count > 0 && (extremes.iter().any(|x| !x.is_finite()) || f.min > f.max))
                 {
                     return Err(bad(format!(
-                        "open frame {}: running sums not finite (count {}, mean {}, m2 {}, min {}, max {})",
+                        "open frame {}: running sums not finite or out of order (count {}, mean {}, m2 {}, min {}, max {})",
                         f.k, f.count, f.mean, f.m2, f.min, f.max
                     )));
                 }

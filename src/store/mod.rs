@@ -114,9 +114,9 @@ pub use outbox_compact::Compacted;
 pub use outbox_read::OutboxScan;
 pub use prune::{PruneReport, PRUNED, PRUNE_BATCH};
 pub use recovery::{Recovered, RECOVERY_SCAN};
-#[cfg(test)]
-pub(crate) use reopen::reopen_test_lock;
 pub use reopen::Reading;
+#[cfg(test)]
+pub(crate) use reopen::{newest_sled_snapshot, reopen_test_lock};
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;
 pub use state::{sensor_book_put, source_position_put, Checkpoint};

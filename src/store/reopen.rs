@@ -6,7 +6,8 @@
 //! start after a week-long outage read a week of sled's log: 1.27 s on the week's store
 //! (docs/performance.md, "A week-long outage"). [`Store::snapshot_sled`] closes sled and opens it
 //! again while the daemon runs, which writes a snapshot as of now; a start then reads only the
-//! log written since the last one. The daemon does it every [`crate::app`] `SLED_SNAPSHOT_EVERY`.
+//! log written since the last one. The daemon does it every
+//! [`crate::app::retention::SLED_SNAPSHOT_EVERY`].
 //!
 //! It needs every sled handle closed, so:
 //! - it runs under the store's exclusive lock (`&mut self`) after a commit: nothing is lost or
@@ -15,7 +16,7 @@
 //! - iterators handed out by the store read sled without the lock (the metrics sampler and the
 //!   audit walk a backlog of millions of records that way) and keep the database open while
 //!   they live. Each holds a [`Reading`] token; while any token is out, the reopen is not done
-//!   (`Ok(None)`) and the caller tries again at its next turn;
+//!   (`Ok(false)`) and the caller tries again at its next turn;
 //! - sled's handles are swapped for those of a stand-in database in the store's directory
 //!   ([`STAND_IN`], removed right after) for the moment between the close and the open. If the
 //!   open fails, the store is poisoned like after any failed write: the daemon stops and the next
@@ -79,8 +80,7 @@ impl Store {
         // sled's IO threads can delay until a commit below walks the directory; this one is
         // removed here, before that.
         remove_stand_in(&self.path);
-        let stand_in = sled::Config::new()
-            .path(&stand_in_dir)
+        let stand_in = sled_config(&stand_in_dir, &self.opts)
             .open()
             .map_err(err("open the stand-in for a reopen"))?;
         let stand_in_tree = |name: &str| stand_in.open_tree(name).map_err(err("open tree"));
@@ -124,6 +124,14 @@ pub(crate) fn reopen_test_lock() -> std::sync::MutexGuard<'static, ()> {
     REOPEN_TESTS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The newest page-table snapshot sled has written in `dir` (its name carries its log position),
+/// for the tests that check a reopen wrote one.
+#[cfg(test)]
+pub(crate) fn newest_sled_snapshot(dir: &std::path::Path) -> Option<String> {
+    let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name());
+    names.map(|n| n.to_string_lossy().into_owned()).filter(|n| n.starts_with("snap.")).max()
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -134,12 +142,6 @@ mod tests {
     fn open(dir: &Path) -> Store {
         let opts = StoreOptions { cache_bytes: 1 << 20, raw_threshold: 16, segment_bytes: 1024 };
         Store::open(dir, opts).unwrap()
-    }
-
-    /// The newest page-table snapshot sled has written (its name carries its log position).
-    fn newest_snapshot(dir: &Path) -> Option<String> {
-        let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name());
-        names.map(|n| n.to_string_lossy().into_owned()).filter(|n| n.starts_with("snap.")).max()
     }
 
     /// Journal (an event line and a raw line), checkpoint, outbox, an acknowledgement and a seq
@@ -174,9 +176,9 @@ mod tests {
             fill(&mut s, n);
         }
         let before = seen(&s);
-        let snap_before = newest_snapshot(tmp.path());
+        let snap_before = newest_sled_snapshot(tmp.path());
         assert!(s.snapshot_sled().unwrap(), "no reader is out");
-        let snap_after = newest_snapshot(tmp.path());
+        let snap_after = newest_sled_snapshot(tmp.path());
         assert!(snap_after > snap_before, "a newer snapshot: {snap_before:?} -> {snap_after:?}");
         assert!(!tmp.path().join(STAND_IN).exists(), "the stand-in is gone");
         assert_eq!(seen(&s), before, "the same store after the reopen");
