@@ -180,7 +180,7 @@ pub const PRUNE_PER_CHECK: usize = 5_000;
 
 /// How often the daemon has sled write its page table snapshot by closing and reopening it
 /// (`store/reopen.rs`): a start then reads at most this long a stretch of sled's log. It holds
-/// the store's lock for 0.15–0.2 s (median per simulated day of a week's outage; 0.47 s at most:
+/// the store's lock for 0.14–0.21 s (median per simulated day of a week's outage; 0.47 s at most:
 /// docs/performance.md, "A week-long outage").
 pub const SLED_SNAPSHOT_EVERY: Duration = Duration::from_secs(3600);
 
