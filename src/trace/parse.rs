@@ -8,12 +8,11 @@
 use super::{Arrival, SamplesRecord, TraceLine};
 use crate::event::parse::{
     as_enum, as_i64, as_number, as_str, bad_type, check_identifier, check_plausible_ts, clock_from,
-    describe_raw, parse_event, present, read_top, read_top_with_fallback, required, show,
-    FastEvent, Number, Pass, Patched, Shape, Top, Val, MAX_EVENT_BYTES, UNITS,
+    describe_raw, parse_event, present, read_top, read_top_with_fallback, required, show, Number,
+    Pass, Patched, Scan, Shape, Top, Val, MAX_EVENT_BYTES, UNITS,
 };
 use crate::event::Unit;
 use crate::records::quarantine::{Reason, Rejection};
-use serde::de;
 
 pub use crate::event::parse::MIN_PLAUSIBLE_TS_MS;
 
@@ -74,60 +73,35 @@ pub fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Re
 }
 
 /// The fastest path, for the lines a trace is mostly made of: a valid `tick` line or a valid
-/// `event` line whose event the event fast path accepts, with nothing else in it. It reads the
-/// line straight into a [`TraceLine`] (no slots) and succeeds only where [`exact_line`] accepts
-/// with the same result; anything else (another kind, an unknown or repeated key, an escaped
-/// key or kind, a wrong type) gives `None` and the paths above decide.
+/// `event` line whose event the event fast path accepts, with nothing else in it, in the plain
+/// JSON [`Scan`] reads. It reads the line straight into a [`TraceLine`] (no slots) and succeeds
+/// only where [`exact_line`] accepts with the same result; anything else (another kind, an unknown
+/// or repeated key, an escape, a wrong type) gives `None` and the paths above decide.
 fn plain_line(text: &str, spare: &mut Vec<String>) -> Option<TraceLine> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let tl = de::DeserializeSeed::deserialize(PlainLine(spare), &mut de).ok()?;
-    de.end().ok()?;
-    Some(tl)
-}
-
-struct PlainLine<'s>(&'s mut Vec<String>);
-
-impl<'de> de::DeserializeSeed<'de> for PlainLine<'_> {
-    type Value = TraceLine;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<TraceLine, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> de::Visitor<'de> for PlainLine<'_> {
-    type Value = TraceLine;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a plain event or tick line")
-    }
-
-    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<TraceLine, A::Error> {
-        let no = || <A::Error as de::Error>::custom("not a plain line");
-        let (mut at, mut kind, mut event) = (None, None, None);
-        // Keys with escapes are not borrowed: `&str` fails on them, and the exact path decides.
-        while let Some(key) = map.next_key::<&'de str>()? {
-            match key {
-                "at" if at.is_none() => at = Some(map.next_value::<i64>()?),
-                "kind" if kind.is_none() => {
-                    kind = Some(match map.next_value::<&'de str>()? {
-                        "event" => Kind::Event,
-                        "tick" => Kind::Tick,
-                        _ => return Err(no()),
-                    })
-                }
-                "event" if event.is_none() => {
-                    event = Some(map.next_value_seed(FastEvent(Some(&mut *self.0)))?)
-                }
-                _ => return Err(no()),
+    let mut scan = Scan::new(text);
+    let (mut at, mut kind, mut event) = (None, None, None);
+    scan.object(|s, key| {
+        match key {
+            "at" if at.is_none() => at = Some(s.i64()?),
+            "kind" if kind.is_none() => {
+                kind = Some(match s.str()? {
+                    "event" => Kind::Event,
+                    "tick" => Kind::Tick,
+                    _ => return None,
+                })
             }
+            "event" if event.is_none() => event = Some(s.event(Some(&mut *spare))?),
+            _ => return None,
         }
-        let arrival = match (kind, event) {
-            (Some(Kind::Event), Some(event)) => Arrival::Event(event),
-            (Some(Kind::Tick), None) => Arrival::Tick,
-            _ => return Err(no()),
-        };
-        Ok(TraceLine { at: at.ok_or_else(no)?, arrival })
-    }
+        Some(())
+    })?;
+    scan.end()?;
+    let arrival = match (kind?, event) {
+        (Kind::Event, Some(event)) => Arrival::Event(event),
+        (Kind::Tick, None) => Arrival::Tick,
+        _ => return None,
+    };
+    Some(TraceLine { at: at?, arrival })
 }
 
 const LINE_SLOTS: usize = 11;

@@ -12,14 +12,21 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
 use super::checks::check_event_id;
+use super::scan::{lookup, Scan};
 use super::shape::*;
 use super::value::{without_negative_zero, CowStr, Key, KeySeed, MIN_PLAUSIBLE_TS_MS};
-use crate::event::{is_identifier, ClockEvidence, Event, SampleRef};
+use crate::event::{is_identifier, ClockEvidence, Event, Metric, Quality, SampleRef, Unit};
 
 /// The event, when `raw` is a valid schema-1 event; `None` leaves the verdict to the exact path.
 pub(super) fn fast_event(raw: &str) -> Option<Event> {
+    let mut scan = Scan::new(raw);
+    if let Some(event) = scan.event(None) {
+        if scan.end().is_some() {
+            return Some(event);
+        }
+    }
     let mut de = serde_json::Deserializer::from_str(raw);
-    let event = FastEvent(None).deserialize(&mut de).ok()?;
+    let event = FastEvent.deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some(event)
 }
@@ -29,13 +36,11 @@ fn no<E: de::Error>() -> E {
 }
 
 fn fast_enum<T: Copy, E: de::Error>(s: &str, table: &[(&str, T)]) -> Result<T, E> {
-    table.iter().find(|(name, _)| *name == s).map(|&(_, t)| t).ok_or_else(no)
+    lookup(s, table).ok_or_else(no)
 }
 
-/// Reads one valid schema-1 event object, or fails. With spare strings (those of events already
-/// decided, handed back by `replay`), the event's `event_id`, `machine` and `sensor` are written
-/// into them instead of newly allocated ones: the same event, fewer allocations.
-pub(crate) struct FastEvent<'s>(pub(crate) Option<&'s mut Vec<String>>);
+/// Reads one valid schema-1 event object, or fails.
+pub(super) struct FastEvent;
 
 /// `s` as an owned string, in a spare one when there is one.
 fn owned(s: Cow<'_, str>, spare: &mut Option<&mut Vec<String>>) -> String {
@@ -49,14 +54,14 @@ fn owned(s: Cow<'_, str>, spare: &mut Option<&mut Vec<String>>) -> String {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for FastEvent<'_> {
+impl<'de> DeserializeSeed<'de> for FastEvent {
     type Value = Event;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for FastEvent<'_> {
+impl<'de> Visitor<'de> for FastEvent {
     type Value = Event;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -64,9 +69,7 @@ impl<'de> Visitor<'de> for FastEvent<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
-        let (mut event_id, mut machine, mut sensor) = (None, None, None);
-        let (mut seq, mut ts_ms, mut clock, mut metric, mut value) = (None, None, None, None, None);
-        let (mut unit, mut schema, mut quality, mut samples) = (None, None, None, None);
+        let mut f = PlainFields::default();
         let mut seen = 0u32;
         while let Some(key) = map.next_key_seed(KeySeed { lookup: event_key })? {
             let Key::Known(i) = key else { return Err(no()) };
@@ -75,33 +78,59 @@ impl<'de> Visitor<'de> for FastEvent<'_> {
             }
             seen |= 1 << i;
             match i {
-                F_EVENT_ID => event_id = Some(map.next_value_seed(CowStr)?),
-                F_MACHINE => machine = Some(map.next_value_seed(CowStr)?),
-                F_SENSOR => sensor = Some(map.next_value_seed(CowStr)?),
-                F_SEQ => seq = Some(map.next_value::<u64>()?),
-                F_TS_MS => ts_ms = Some(map.next_value::<i64>()?),
-                F_CLOCK => clock = Some(map.next_value_seed(FastClock)?),
-                F_METRIC => metric = Some(fast_enum(&map.next_value_seed(CowStr)?, METRICS)?),
-                F_VALUE => value = Some(map.next_value::<f64>()?),
-                F_UNIT => unit = Some(fast_enum(&map.next_value_seed(CowStr)?, UNITS)?),
-                F_SCHEMA => schema = Some(map.next_value::<u64>()?),
-                F_QUALITY => quality = Some(fast_enum(&map.next_value_seed(CowStr)?, QUALITIES)?),
-                F_SAMPLES => samples = map.next_value_seed(FastSamples)?,
+                F_EVENT_ID => f.event_id = Some(map.next_value_seed(CowStr)?),
+                F_MACHINE => f.machine = Some(map.next_value_seed(CowStr)?),
+                F_SENSOR => f.sensor = Some(map.next_value_seed(CowStr)?),
+                F_SEQ => f.seq = Some(map.next_value::<u64>()?),
+                F_TS_MS => f.ts_ms = Some(map.next_value::<i64>()?),
+                F_CLOCK => f.clock = Some(map.next_value_seed(FastClock)?),
+                F_METRIC => f.metric = Some(fast_enum(&map.next_value_seed(CowStr)?, METRICS)?),
+                F_VALUE => f.value = Some(map.next_value::<f64>()?),
+                F_UNIT => f.unit = Some(fast_enum(&map.next_value_seed(CowStr)?, UNITS)?),
+                F_SCHEMA => f.schema = Some(map.next_value::<u64>()?),
+                F_QUALITY => f.quality = Some(fast_enum(&map.next_value_seed(CowStr)?, QUALITIES)?),
+                F_SAMPLES => f.samples = map.next_value_seed(FastSamples)?,
                 F_REPLAYED => {
                     map.next_value::<Option<bool>>()?;
                 }
                 _ => return Err(no()),
             }
         }
+        f.finish(None).ok_or_else(no)
+    }
+}
+
+/// The fields of a schema-1 event as read by a fast path (each at most once), before the checks.
+#[derive(Default)]
+pub(super) struct PlainFields<'a> {
+    pub(super) event_id: Option<Cow<'a, str>>,
+    pub(super) machine: Option<Cow<'a, str>>,
+    pub(super) sensor: Option<Cow<'a, str>>,
+    pub(super) seq: Option<u64>,
+    pub(super) ts_ms: Option<i64>,
+    pub(super) clock: Option<ClockEvidence>,
+    pub(super) metric: Option<Metric>,
+    pub(super) value: Option<f64>,
+    pub(super) unit: Option<Unit>,
+    pub(super) schema: Option<u64>,
+    pub(super) quality: Option<Quality>,
+    pub(super) samples: Option<SampleRef>,
+}
+
+impl PlainFields<'_> {
+    /// The event, when every required field is there, `schema` is 1 and the semantic checks pass;
+    /// otherwise `None` (the exact path decides). Strings go into `spare` ones where there are.
+    pub(super) fn finish(self, mut spare: Option<&mut Vec<String>>) -> Option<Event> {
+        let PlainFields { event_id, machine, sensor, seq, ts_ms, clock, metric, value, .. } = self;
         let (Some(event_id), Some(machine), Some(sensor), Some(seq), Some(ts_ms), Some(clock)) =
             (event_id, machine, sensor, seq, ts_ms, clock)
         else {
-            return Err(no());
+            return None;
         };
         let (Some(metric), Some(value), Some(unit), Some(1), Some(quality)) =
-            (metric, value, unit, schema, quality)
+            (metric, value, self.unit, self.schema, self.quality)
         else {
-            return Err(no());
+            return None;
         };
         let valid = check_event_id(&event_id).is_ok()
             && is_identifier(&machine)
@@ -111,10 +140,9 @@ impl<'de> Visitor<'de> for FastEvent<'_> {
             && metric.fits(unit)
             && ts_ms >= MIN_PLAUSIBLE_TS_MS;
         if !valid {
-            return Err(no());
+            return None;
         }
-        let mut spare = self.0;
-        Ok(Event {
+        Some(Event {
             event_id: owned(event_id, &mut spare),
             machine: owned(machine, &mut spare),
             sensor: owned(sensor, &mut spare),
@@ -126,7 +154,7 @@ impl<'de> Visitor<'de> for FastEvent<'_> {
             unit,
             schema: 1,
             quality,
-            samples,
+            samples: self.samples,
         })
     }
 }

@@ -21,6 +21,7 @@
 //! - `reader`: the slot reader, a serde visitor that reads an object into [`Top`] and [`Val`]s;
 //! - `fields`: typed access to those values, each naming its field path in the rejection;
 //! - `checks`: the semantic checks (identifiers, non-finite, negative, plausible clock);
+//! - `scan`: a byte scanner for the plainest valid JSON, the first try of the fast paths;
 //! - `fast`: the typed single-pass fast path for valid schema-1 events;
 //! - `non_finite`: the fallback for `NaN`, `Infinity` and number literals that overflow f64.
 
@@ -29,17 +30,18 @@ mod fast;
 mod fields;
 mod non_finite;
 mod reader;
+mod scan;
 mod shape;
 mod value;
 
 // Shared with the trace-line parser (`crate::trace::parse`).
 pub(crate) use checks::{check_identifier, check_plausible_ts};
-pub(crate) use fast::FastEvent;
 pub(crate) use fields::{
     as_enum, as_i64, as_number, as_str, bad_type, clock_from, present, required,
 };
 pub(crate) use non_finite::{read_top_with_fallback, Patched};
 pub(crate) use reader::read_top;
+pub(crate) use scan::Scan;
 pub(crate) use shape::UNITS;
 pub(crate) use value::{describe_raw, show, Number, Pass, Shape, Top, Val};
 pub use value::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};

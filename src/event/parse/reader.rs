@@ -69,7 +69,7 @@ impl<'de, const N: usize> Visitor<'de> for TopSeed<N> {
                     }
                     let v = if Some(i) == self.shape.raw {
                         if self.inline {
-                            top.event = Some(map.next_value_seed(FastEvent(None))?);
+                            top.event = Some(map.next_value_seed(FastEvent)?);
                             Val::Event
                         } else {
                             Val::Raw(map.next_value::<&'de RawValue>()?)
