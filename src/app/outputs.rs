@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::decider::{kind_name, Decider, Outcome};
+use crate::event::parse::member_span;
 use crate::event::Event;
 use crate::records::checkpoint::QuarantineEntry;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
@@ -242,7 +243,17 @@ impl Pending {
     }
 }
 
+/// The `event` member's bytes as the line has them: found by the byte scanner where the line is
+/// plain JSON, else by serde_json (the same bytes either way).
 fn original_event_bytes(line: &[u8]) -> Option<Vec<u8>> {
+    let plain = std::str::from_utf8(line).ok().and_then(|text| member_span(text, "event"));
+    match plain {
+        Some(span) => line.get(span).map(<[u8]>::to_vec),
+        None => event_bytes_by_serde(line),
+    }
+}
+
+fn event_bytes_by_serde(line: &[u8]) -> Option<Vec<u8>> {
     serde_json::from_slice::<EventBytes<'_>>(line).ok().map(|e| e.event.get().as_bytes().to_vec())
 }
 
@@ -255,6 +266,34 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::telemetry::captured::trace_of;
+
+    /// The event's bytes found by the scanner are those serde_json borrows, and where the
+    /// scanner gives up, serde_json answers.
+    #[test]
+    fn the_event_bytes_are_those_serde_json_finds() {
+        let event = r#"{"event_id":"a.1","clock":{"state":"synced","err_ms":null},"value":0.5,"replayed":true}"#;
+        let lines = [
+            format!(r#"{{"at":1,"kind":"event","event":{event}}}"#),
+            format!("{{ \"event\" :\n {event} , \"at\": 1 }}  "),
+            r#"{"at":1,"event":{"event_id":"a\u0031"},"kind":"event"}"#.to_owned(),
+            format!(r#"{{"at":-1,"event":{event}}}"#),
+            format!(r#"{{"event":{event},"event":{event}}}"#),
+            format!(r#"{{"event":{event}}} x"#),
+            format!(r#"{{"at":[1],"event":{event}}}"#),
+            r#"{"at":1,"kind":"tick"}"#.to_owned(),
+            r#"{"event":"not an object"}"#.to_owned(),
+        ];
+        let mut plain = 0;
+        for line in &lines {
+            let b = line.as_bytes();
+            assert_eq!(original_event_bytes(b), event_bytes_by_serde(b), "{line}");
+            plain += usize::from(member_span(line, "event").is_some());
+        }
+        assert_eq!(plain, 3, "the first two lines and the string are plain");
+        let deep = format!(r#"{{"event":{}1{}}}"#, "{\"a\":".repeat(20), "}".repeat(20));
+        assert_eq!(member_span(&deep, "event"), None, "deeper than 16 levels");
+        assert_eq!(original_event_bytes(deep.as_bytes()), event_bytes_by_serde(deep.as_bytes()));
+    }
 
     /// The decide stage's span carries the record's journal position and the event's ID.
     #[test]

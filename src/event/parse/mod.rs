@@ -41,7 +41,7 @@ pub(crate) use fields::{
 };
 pub(crate) use non_finite::{read_top_with_fallback, Patched};
 pub(crate) use reader::read_top;
-pub(crate) use scan::Scan;
+pub(crate) use scan::{member_span, Scan};
 pub(crate) use shape::UNITS;
 pub(crate) use value::{describe_raw, show, Number, Pass, Shape, Top, Val};
 pub use value::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};

@@ -13,6 +13,7 @@
 //! exact values, which is the correctly rounded value of the text, as serde_json gives it.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use super::fast::PlainFields;
 use super::shape::*;
@@ -169,6 +170,21 @@ impl<'a> Scan<'a> {
         (self.literal()?.is_none()).then_some(())
     }
 
+    /// Skips one value of the kinds the scanner reads (an object's keys may be any here, up to
+    /// `depth` levels deep) and returns its bytes' range.
+    fn skip(&mut self, depth: u32) -> Option<Range<usize>> {
+        let first = self.next_token()?;
+        let start = self.i;
+        match first {
+            b'{' if depth > 0 => self.object(|s, _| s.skip(depth - 1).map(drop))?,
+            b'"' => self.str().map(drop)?,
+            b'n' | b't' | b'f' => self.literal().map(drop)?,
+            b'0'..=b'9' => self.f64().map(drop)?,
+            _ => return None,
+        }
+        Some(start..self.i)
+    }
+
     /// A valid schema-1 event object, as the serde fast path reads it (`FastEvent`).
     pub(crate) fn event(&mut self, spare: Option<&mut Vec<String>>) -> Option<Event> {
         let mut f = PlainFields::default();
@@ -239,6 +255,26 @@ impl<'a> Scan<'a> {
         let (block_seq, from_ms, to_ms) = (block_seq?, from_ms?, to_ms?);
         (from_ms <= to_ms).then_some(Some(SampleRef { block_seq, from_ms, to_ms }))
     }
+}
+
+/// Where the value of the member `key` of `text` is, when `text` is one object of the JSON the
+/// scanner reads (at most 16 levels deep) with `key` once: the bytes serde_json's `RawValue` of
+/// that member borrows. `None` leaves it to serde_json.
+pub(crate) fn member_span(text: &str, key: &str) -> Option<Range<usize>> {
+    let mut scan = Scan::new(text);
+    let mut span = None;
+    scan.object(|s, k| {
+        let value = s.skip(16)?;
+        if k == key {
+            if span.is_some() {
+                return None;
+            }
+            span = Some(value);
+        }
+        Some(())
+    })?;
+    scan.end()?;
+    span
 }
 
 /// Where the first `"`, `\\` or control character of `b` is: eight bytes at a time.
