@@ -8,7 +8,10 @@ use serde::Serialize;
 /// CBOR of `value`, after `prefix` (the version byte of a versioned record; empty for a bare
 /// snapshot).
 pub fn encode<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Vec<u8> {
-    let mut out = prefix.to_vec();
+    // Room for a typical record (ledger records are about 200 bytes, an event's outbox record
+    // about 340), so the writer does not grow the vector from one byte up, once per doubling.
+    let mut out = Vec::with_capacity(prefix.len() + 256);
+    out.extend_from_slice(prefix);
     // Writing into a Vec cannot fail, and every record type serialises.
     if let Err(e) = ciborium::into_writer(value, &mut out) {
         unreachable!("CBOR encoding into memory failed: {e}");
