@@ -9,8 +9,9 @@
 //! `serde_json` (with `float_roundtrip`) reads from the same text, at a fraction of its cost.
 //!
 //! Numbers: an integer is its digits; a decimal `m / 10^k` with `m < 10^15` (below 2^53, so exact
-//! as an f64) and `k <= 15` (10^k exact as an f64) is one correctly rounded IEEE division of two
-//! exact values, which is the correctly rounded value of the text, as serde_json gives it.
+//! as an f64) and `k <= 14` (at least one digit comes before the point; 10^k is exact as an f64)
+//! is one correctly rounded IEEE division of two exact values, which is the correctly rounded
+//! value of the text, as serde_json gives it.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -22,8 +23,9 @@ use crate::event::{ClockEvidence, Event, SampleRef};
 /// The most significant digits a decimal may have here (10^15 < 2^53).
 const MAX_DIGITS: u32 = 15;
 
-const POW10: [f64; 16] =
-    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+/// 10^k for the fraction digits a decimal may have (`k < MAX_DIGITS`).
+const POW10: [f64; MAX_DIGITS as usize] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14];
 
 /// A cursor over JSON text.
 pub(crate) struct Scan<'a> {
