@@ -13,6 +13,12 @@ use super::session::SessionConfig;
 use crate::records::outbox::OutboxRecord;
 use crate::records::samples_codec::split;
 
+/// PUBLISHes of events that fit in the byte window (`inflight_bytes`) together: an events batch
+/// is at most this share of it. Whole windows of one or two batches made a drain wait for each
+/// PUBACK in turn (a round trip per window); several smaller batches keep the link busy while
+/// the first are acknowledged, and what waits ahead of an alert is no larger.
+pub(super) const PIPELINE: usize = 8;
+
 /// One PUBLISH's content and the records it completes.
 #[derive(Debug)]
 pub(super) struct Item {
@@ -120,6 +126,9 @@ pub(super) fn next_payloads(
                 taken.items.push(item(format!("gaps/{sensor}"), payload, seq));
                 return taken;
             }
+            // A batch fills at most a share of the byte window, so that several PUBLISHes are in
+            // flight within it; one event always goes, alone if need be.
+            let batch_limit = limit.min(cfg.inflight_bytes / PIPELINE);
             let mut seqs = vec![seq];
             let mut bodies = vec![json];
             let mut picked = Vec::new();
@@ -131,7 +140,7 @@ pub(super) fn next_payloads(
                 match r {
                     OutboxRecord::Event { machine: m, sensor: se, json: j, .. } if same(m, se) => {
                         let c = event_cost(j, replayed);
-                        if cost + c > limit {
+                        if cost + c > batch_limit {
                             break;
                         }
                         cost += c;

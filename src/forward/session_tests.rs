@@ -129,6 +129,40 @@ fn payload_bytes_in_flight_hold_records_back_but_not_alerts() {
     assert_eq!(f.s.in_flight_bytes(), 0);
 }
 
+#[test]
+fn event_batches_fill_a_share_of_the_byte_window_so_several_are_in_flight() {
+    use crate::forward::batch::PIPELINE;
+    let mut src = OutboxModel::new();
+    let mut c = cfg();
+    c.batch_events = 1000;
+    c.inflight = 64;
+    c.buffer = 1000;
+    let one = event_batch_len(&event("s1", 100));
+    // Each batch may hold about four events: far fewer than the packet limit allows.
+    c.inflight_bytes = PIPELINE * 4 * one;
+    let mut f = Fake::connect(c.clone(), &src);
+    for i in 100..400 {
+        src.push(event("s1", i));
+    }
+    let got = f.pump(1, &mut src);
+    let batches: Vec<_> = got.iter().filter(|(_, p)| p.topic.contains("/events/")).collect();
+    assert!(
+        batches.len() >= PIPELINE,
+        "{} batches in flight before any PUBACK, not one window-sized batch",
+        batches.len()
+    );
+    for (_, p) in &batches {
+        assert!(p.payload.len() <= c.inflight_bytes / PIPELINE, "{} bytes", p.payload.len());
+        assert!(events_in(p).len() >= 3, "a batch still holds several events");
+    }
+    let rest = f.drain(&mut src);
+    let seqs: Vec<i64> = (batches.iter().map(|(_, p)| p).chain(rest.iter()))
+        .flat_map(events_in)
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (100..400).collect::<Vec<_>>(), "every event once, in order");
+}
+
 /// Bytes of the payload of a batch holding only this event.
 fn event_batch_len(r: &OutboxRecord) -> usize {
     match r {
