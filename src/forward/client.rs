@@ -322,7 +322,10 @@ async fn drive(
                 session.written(joined(r)?, clock.monotonic_ms());
                 None
             }
-            _ = outbox_grew.notified() => None,
+            _ = outbox_grew.notified() => {
+                session.outbox_grew();
+                None
+            }
             _ = tokio::time::sleep(Duration::from_millis(wake)) => None,
             _ = shutdown.changed() => return Ok(End::Shutdown),
         };

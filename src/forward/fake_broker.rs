@@ -78,6 +78,9 @@ impl Fake {
     /// Polls the session, serving its requests, and reports each PUBLISH as written; returns
     /// them.
     pub(super) fn pump(&mut self, now: i64, src: &mut OutboxModel) -> Vec<(u16, Publish)> {
+        if src.take_grew() {
+            self.s.outbox_grew(); // as the pipeline's notification does
+        }
         let next = self.held.take().unwrap_or_else(|| self.s.poll(now));
         let out = src.serve(&mut self.s, next, now);
         let mut got = Vec::new();

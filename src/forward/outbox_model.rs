@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::request::{Fetched, Next, Publish, RawSamples, Read, Write, Written};
+use super::request::{Fetched, Next, Publish, RawSamples, Read, Stream, Write, Written};
 use super::session::Session;
 use crate::records::outbox::OutboxRecord;
 use crate::trace::SamplesRecord;
@@ -15,6 +15,10 @@ pub(super) struct OutboxModel {
     journal: BTreeMap<u64, SamplesRecord>,
     /// The [`Write::Apply`]s carried out, in order: `(published, acked)`.
     pub(super) applied: Vec<(Vec<u64>, Vec<u64>)>,
+    /// Records were pushed since [`OutboxModel::take_grew`] last said so.
+    grew: bool,
+    /// Reads of live records answered.
+    pub(super) live_reads: std::cell::Cell<usize>,
 }
 
 impl OutboxModel {
@@ -24,6 +28,8 @@ impl OutboxModel {
             next: 1,
             journal: BTreeMap::new(),
             applied: Vec::new(),
+            grew: false,
+            live_reads: Default::default(),
         }
     }
 
@@ -32,7 +38,14 @@ impl OutboxModel {
         let seq = self.next;
         self.records.insert(seq, rec);
         self.next += 1;
+        self.grew = true;
         seq
+    }
+
+    /// Whether records were pushed since the last call: what the pipeline announces to the
+    /// forwarder after a checkpoint.
+    pub(super) fn take_grew(&mut self) -> bool {
+        std::mem::take(&mut self.grew)
     }
 
     pub(super) fn put_samples(&mut self, journal_pos: u64, s: SamplesRecord) {
@@ -48,6 +61,9 @@ impl OutboxModel {
         match *read {
             Read::NextSeq => Fetched::NextSeq(self.next),
             Read::Records { stream, after, limit } => {
+                if stream == Stream::Live {
+                    self.live_reads.set(self.live_reads.get() + 1);
+                }
                 let page = self.records.range(after.saturating_add(1)..).take(limit);
                 let page: Vec<(u64, &OutboxRecord)> = page.map(|(s, r)| (*s, r)).collect();
                 let last = page.last().map(|(s, _)| *s);

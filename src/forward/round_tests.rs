@@ -14,6 +14,7 @@ fn a_poll_while_a_read_is_under_way_asks_nothing_and_another_round_follows() {
     assert_eq!((next.publishes.len(), &next.read), (1, &Some(live(0))), "status; no backlog");
     let answer = src.read(&live(0));
     src.push(event("s1", 1)); // the outbox grows after the read, before its answer is fed
+    s.outbox_grew();
     assert_eq!(s.poll(1), Next::default(), "nothing more is asked while a read is under way");
     assert_eq!(s.wake_in_ms(1), None, "its answer comes first");
     let next = s.feed(answer, 2);
@@ -21,6 +22,31 @@ fn a_poll_while_a_read_is_under_way_asks_nothing_and_another_round_follows() {
     let next = reads_answered(&mut s, &src, next, 2);
     assert_eq!(next.publishes.len(), 1, "the new event");
     assert_eq!(events_in(&next.publishes[0])[0].get("replayed"), None, "live");
+    let reads = src.live_reads.get();
+    assert_eq!(reads, 3, "the empty page, the event's page, and the empty page after it");
+    assert_eq!(s.poll(3), Next::default(), "nothing announced: no read");
+    assert_eq!(src.live_reads.get(), reads);
+}
+
+/// A round at `now` with its reads answered: its PUBLISHes.
+fn round(s: &mut Session, src: &OutboxModel, now: i64) -> Vec<Publish> {
+    let next = s.poll(now);
+    reads_answered(s, src, next, now).publishes
+}
+
+#[test]
+fn live_records_are_read_when_announced_or_after_the_rescan_interval() {
+    let mut src = OutboxModel::new();
+    let mut s = Session::new(cfg());
+    let next = connack(&mut s, 0, &src);
+    assert_eq!(reads_answered(&mut s, &src, next, 0).publishes.len(), 1, "the status");
+    src.push(event("s1", 1)); // not announced
+    assert!(round(&mut s, &src, 1).is_empty(), "not announced, not read");
+    assert!(round(&mut s, &src, LIVE_RESCAN_MS - 1).is_empty());
+    assert_eq!(round(&mut s, &src, LIVE_RESCAN_MS).len(), 1, "the safety net's read finds it");
+    src.push(event("s1", 2));
+    s.outbox_grew();
+    assert_eq!(round(&mut s, &src, LIVE_RESCAN_MS + 1).len(), 1, "announced: read at once");
 }
 
 #[test]
@@ -46,6 +72,7 @@ fn one_write_at_a_time_and_none_while_a_read_is_under_way() {
     assert_eq!(src.serve(&mut s, next, 1).len(), 2, "the status and the event");
     assert!(s.on_outgoing_publish(1) && s.on_outgoing_publish(2));
     assert!(s.on_puback(2, 2));
+    s.outbox_grew();
     let next = s.poll(3);
     assert!(next.read.is_some(), "a fill pass");
     assert_eq!((&next.write, s.wake_in_ms(3)), (&None, None), "due, but the round reads");
@@ -54,6 +81,7 @@ fn one_write_at_a_time_and_none_while_a_read_is_under_way() {
     assert_eq!(next.write, Some(first.clone()), "between rounds");
     // While it is under way, another acknowledgement becomes due but is not asked for.
     src.push(event("s1", 2));
+    s.outbox_grew();
     let next = s.poll(4);
     let next = reads_answered(&mut s, &src, next, 4);
     assert_eq!((next.publishes.len(), &next.write), (1, &None));

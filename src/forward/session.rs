@@ -71,7 +71,8 @@ pub struct SessionConfig {
     pub buffer: usize,
     /// With PUBLISHes in flight and no PUBACK for this long, the connection is stalled.
     pub stall_ms: i64,
-    /// Acknowledged records that make applying them due at once (one batch per 512, no fsync).
+    /// Acknowledged records that make applying them due at once (no fsync; the store applies
+    /// them in chunks).
     pub commit_acks: usize,
     /// Acknowledgements are applied this long after the oldest one not yet applied, at most.
     pub commit_ms: i64,
@@ -124,7 +125,13 @@ pub struct Session {
     pace: Pace,
     progress_ms: i64,
     status_due: bool,
+    /// When a round last made sure live records would be read without being told.
+    live_read_ms: i64,
 }
+
+/// Live records are read at least this often even when nobody said the outbox grew: a safety
+/// net, should a writer of the outbox not announce its records.
+pub(super) const LIVE_RESCAN_MS: i64 = 1000;
 
 impl Session {
     pub fn new(cfg: SessionConfig) -> Self {
@@ -143,6 +150,7 @@ impl Session {
             writing: false,
             progress_ms: 0,
             status_due: false,
+            live_read_ms: 0,
         }
     }
 
@@ -158,6 +166,7 @@ impl Session {
         self.status_due = true;
         self.pace.restart(now_ms);
         self.progress_ms = now_ms;
+        self.live_read_ms = now_ms;
     }
 
     /// The connection is gone: nothing in flight will be acknowledged any more, and the answer
@@ -185,6 +194,13 @@ impl Session {
         self.progress_ms = now_ms;
         self.acks.acknowledged(done, now_ms);
         true
+    }
+
+    /// The outbox may have grown (the pipeline appended records): the next round reads live
+    /// records. Without it, a round reads them only while earlier reads found some, or when
+    /// `LIVE_RESCAN_MS` (1 s) have passed since the last read of them.
+    pub fn outbox_grew(&mut self) {
+        self.streams.grew();
     }
 
     /// Starts a round (see the module documentation), unless one waits for a read.
@@ -257,6 +273,10 @@ impl Session {
             out.push(Publish { topic, payload: ONLINE.to_vec(), retain: true });
         }
         self.pace.refill(now_ms);
+        if now_ms - self.live_read_ms >= LIVE_RESCAN_MS {
+            self.live_read_ms = now_ms;
+            self.streams.grew();
+        }
         self.round = Some(if self.bounded { Step::Room } else { Step::Boundary });
     }
 

@@ -5,8 +5,12 @@
 //! (so that an alert far behind is found quickly); one page of the backlog's events and gap
 //! notices, more only while the pages hold none of them (so that a lane whose records are sparse
 //! does not look drained while its cursor is short of the backlog's end); the same for raw
-//! samples, only once the events are all handed over; one page of live records. A buffer is
+//! samples, only once the events are all handed over; one page of live records, when the outbox
+//! may have grown since the last read of them came back empty ([`Streams::grew`]). A buffer is
 //! topped up only below half of its size (alerts: below its size).
+//!
+//! Reading live records only when told the outbox grew keeps a drain's rounds free of reads:
+//! each PUBACK starts a round, and a round with a read goes to a blocking thread and back.
 
 use std::collections::VecDeque;
 
@@ -44,6 +48,8 @@ pub(super) struct Streams {
     events: VecDeque<(u64, OutboxRecord)>,
     /// The backlog's raw samples.
     samples: VecDeque<(u64, OutboxRecord)>,
+    /// Live records may have been added past `live_cursor`: the next pass reads them.
+    live_due: bool,
     pass: Pass,
 }
 
@@ -60,8 +66,15 @@ impl Streams {
             live: VecDeque::new(),
             events: VecDeque::new(),
             samples: VecDeque::new(),
+            live_due: true,
             pass: Pass::Done,
         }
+    }
+
+    /// The outbox may have grown: the next pass reads live records. Until then a pass reads
+    /// none once a read of them has come back empty.
+    pub(super) fn grew(&mut self) {
+        self.live_due = true;
     }
 
     /// A new connection whose backlog is every record below `boundary` (the outbox's next
@@ -81,6 +94,7 @@ impl Streams {
         self.live.clear();
         self.events.clear();
         self.samples.clear();
+        self.live_due = true;
         self.pass = Pass::Done;
     }
 
@@ -169,7 +183,9 @@ impl Streams {
                         }
                     }
                 }
-                Pass::Live if self.live.len() < n / 2 => {
+                Pass::Live if self.live_due && self.live.len() < n / 2 => {
+                    // Records added from here on are announced again (`grew`).
+                    self.live_due = false;
                     (Stream::Live, self.live_cursor, n - self.live.len())
                 }
                 Pass::Live | Pass::Done => {
@@ -201,6 +217,8 @@ impl Streams {
                 self.pass = Pass::Done;
                 if let Some(s) = last {
                     self.live_cursor = s;
+                    // More may follow the page: read on until a read finds nothing.
+                    self.live_due = true;
                 }
                 for (s, r) in records {
                     match r {
