@@ -104,6 +104,8 @@ fn fill(path: &str, minutes: u64, sensors: usize, frames: bool) {
 #[derive(Default)]
 struct Delivered {
     events: u64,
+    /// Monotonic time of the first delivery with events (0: none yet).
+    first_ms: i64,
     last_ms: i64,
 }
 
@@ -132,6 +134,9 @@ async fn subscribe_events(
                 let mut d = d.lock().unwrap();
                 d.events += n as u64;
                 d.last_ms = clock.monotonic_ms();
+                if d.first_ms == 0 {
+                    d.first_ms = d.last_ms;
+                }
             }
         }
     });
@@ -229,6 +234,7 @@ async fn drain(args: &[String]) {
         serde_json::json!({
             "events": events, "frames": frames, "publishes": publishes, "seconds": secs,
             "events_seconds": events_secs, "events_delivered": d.events,
+            "first_event_seconds": (d.first_ms - start) as f64 / 1000.0,
             "events_per_s": events as f64 / events_secs,
             "records_per_s": (events + frames) as f64 / secs,
             "sample_mb_per_s": sample_bytes as f64 / 1e6 / secs,

@@ -59,8 +59,12 @@ use crate::config::Config;
 const BUFFER_RECORDS: usize = 2048;
 
 /// Acknowledged records applied to the store together at most (removals, no fsync), and the
-/// longest an acknowledgement waits to be applied.
-pub const COMMIT_ACKS: usize = 1024;
+/// longest an acknowledgement waits to be applied. The store takes an application in chunks
+/// with its lock released between them (`fetch.rs`), so its size does not hold a checkpoint
+/// back; in a drain the 100 ms decide, and the count only bounds what is held (16 bytes a
+/// record: 512 KiB). Applying every 1024 records made a drain's events wait on the store's lock
+/// and halved their rate (docs/performance.md, MQTT drain, figures of 2026-12-06 13:04).
+pub const COMMIT_ACKS: usize = 32 * 1024;
 pub const COMMIT_MS: i64 = 100;
 /// The longest applied acknowledgements wait to be made durable when no checkpoint commits
 /// meanwhile (while sensors report, the pipeline commits every `[store] commit_interval`, and
