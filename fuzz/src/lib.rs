@@ -298,3 +298,39 @@ pub fn control_requests() -> Vec<Vec<u8>> {
     })
     .collect()
 }
+
+/// `pieces` framed as `checkpoint_parts` reads its input: each `[len: u16 BE][bytes]`.
+pub fn frame(pieces: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in pieces {
+        let len = u16::try_from(p.len()).expect("a piece under 64 KiB");
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// The pieces of [`frame`]d bytes; a cut-short last piece is what is left of it.
+pub fn unframe(mut data: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while let Some((len, rest)) = data.split_first_chunk::<2>() {
+        let len = usize::from(u16::from_be_bytes(*len)).min(rest.len());
+        let (piece, tail) = rest.split_at(len);
+        out.push(piece);
+        data = tail;
+    }
+    out
+}
+
+/// Checkpoints in parts (`c/` and its further parts, framed): fixture decider snapshots, and one
+/// of version 1.
+pub fn checkpoint_parts() -> Vec<Vec<u8>> {
+    use linegate::store::checkpoint_parts::encode;
+    let mut out: Vec<Vec<u8>> =
+        decider_snapshots().iter().take(3).map(|s| frame(&encode(42, s))).collect();
+    let mut v1 = vec![1];
+    v1.extend_from_slice(&9u64.to_be_bytes());
+    v1.extend_from_slice(b"snapshot");
+    out.push(frame(&[v1]));
+    out
+}

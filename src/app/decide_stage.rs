@@ -100,6 +100,11 @@ pub(crate) fn restore_decider(
         .map_err(|e| AppError::Checkpoint(e.to_string()))
 }
 
+/// The most entries on one page of the duplicate memory: 6 120 bytes, so that, like every other
+/// value of the `state` tree, a page keeps sled's leaves under its blob threshold
+/// (`crate::store` `checkpoint_parts.rs`; docs/decisions.md, "The checkpoint in parts").
+const DEDUP_PAGE_ENTRIES: usize = 170;
+
 /// The pages of the duplicate memory the store holds for the decider, by number, with the latest
 /// event time per machine on each (a page goes once each is behind its machine's horizon).
 #[derive(Debug, Default)]
@@ -112,8 +117,9 @@ struct DedupPages {
 }
 
 impl DedupPages {
-    /// What the next checkpoint changes: the page of entries added since the last (`page`), and
-    /// the removal of the stale pages and of those wholly behind `horizons` (by machine index).
+    /// What the next checkpoint changes: the pages of the entries added since the last (`page`,
+    /// cut into pages of at most [`DEDUP_PAGE_ENTRIES`]), and the removal of the stale pages and
+    /// of those wholly behind `horizons` (by machine index).
     fn change(&mut self, page: Vec<u8>, horizons: &[i64]) -> crate::store::DedupChange {
         let mut remove = std::mem::take(&mut self.stale);
         self.held.retain(|(n, latest)| {
@@ -124,13 +130,16 @@ impl DedupPages {
             }
             !gone
         });
-        let add = (!page.is_empty()).then(|| {
-            let n = self.next;
-            self.next += 1;
-            let latest = crate::rule::dedup::latest_per_machine(&page).unwrap_or_default();
-            self.held.push((n, latest));
-            (n, page)
-        });
+        let add = page
+            .chunks(DEDUP_PAGE_ENTRIES * crate::rule::dedup::ENTRY_BYTES)
+            .map(|page| {
+                let n = self.next;
+                self.next += 1;
+                let latest = crate::rule::dedup::latest_per_machine(page).unwrap_or_default();
+                self.held.push((n, latest));
+                (n, page.to_vec())
+            })
+            .collect();
         crate::store::DedupChange { add, remove }
     }
 }
@@ -538,18 +547,37 @@ mod tests {
     #[test]
     fn pages_go_once_all_their_entries_are_behind_the_horizons() {
         let mut p = DedupPages { stale: vec![3], next: 4, ..DedupPages::default() };
+        let numbers = |c: &crate::store::DedupChange| c.add.iter().map(|a| a.0).collect::<Vec<_>>();
         let c = p.change(page(0, &[100, 200]), &[0]);
         assert_eq!(c.remove, vec![3]);
-        assert_eq!(c.add.as_ref().map(|a| a.0), Some(4));
+        assert_eq!(numbers(&c), [4]);
         let c = p.change([page(0, &[300]), page(1, &[50])].concat(), &[0, 0]);
-        assert_eq!((c.add.as_ref().map(|a| a.0), c.remove.clone()), (Some(5), vec![]));
+        assert_eq!((numbers(&c), c.remove.clone()), (vec![5], vec![]));
         // Machine 0's horizon passes 200: page 4 goes; page 5 waits for machine 0 at 300.
         let c = p.change(Vec::new(), &[201, 51]);
-        assert_eq!((c.add, c.remove), (None, vec![4]));
+        assert_eq!((numbers(&c), c.remove), (vec![], vec![4]));
         // A machine the engine does not know (no horizon) keeps its page.
         let c = p.change(page(7, &[1]), &[301, 51]);
         assert_eq!(c.remove, vec![5]);
         assert_eq!(p.change(Vec::new(), &[i64::MAX, i64::MAX]).remove, Vec::<u64>::new());
         assert_eq!(p.held.len(), 1);
+    }
+
+    /// The entries one checkpoint added go on pages of at most `DEDUP_PAGE_ENTRIES`, numbered in
+    /// order, each with its own latest times: a page goes as soon as its own entries are behind.
+    #[test]
+    fn a_checkpoint_s_entries_are_cut_into_pages_that_go_on_their_own() {
+        let mut p = DedupPages::default();
+        let times: Vec<i64> = (0..2 * super::DEDUP_PAGE_ENTRIES as i64 + 10).collect();
+        let entries = page(0, &times);
+        let c = p.change(entries.clone(), &[0]);
+        let sizes: Vec<usize> = c.add.iter().map(|(_, v)| v.len()).collect();
+        let full = super::DEDUP_PAGE_ENTRIES * crate::rule::dedup::ENTRY_BYTES;
+        assert_eq!(sizes, [full, full, 10 * crate::rule::dedup::ENTRY_BYTES]);
+        assert_eq!(c.add.iter().map(|a| a.0).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(c.add.iter().flat_map(|(_, v)| v.clone()).collect::<Vec<u8>>(), entries);
+        // The horizon passes the first page's entries only.
+        let first_last = super::DEDUP_PAGE_ENTRIES as i64 - 1;
+        assert_eq!(p.change(Vec::new(), &[first_last + 1]).remove, [0]);
     }
 }

@@ -1,5 +1,5 @@
 //! The rule's duplicate memory beside the checkpoint (`crate::rule::dedup`, kept outside the
-//! decider's snapshot): `d/` + u64 page number → the packed entries one checkpoint added. Pages
+//! decider's snapshot): `d/` + u64 page number → packed entries one checkpoint added (a few kilobytes a page). Pages
 //! are added and removed in the checkpoint's own batch, so the snapshot and the pages it needs
 //! are durable together; a restore absorbs every page in number order. The decide stage removes
 //! a page once every entry on it is behind its machine's horizon.
@@ -19,10 +19,11 @@ pub(super) fn dedup_key(n: u64) -> [u8; 10] {
     k
 }
 
-/// What a checkpoint changes among the pages: one added, some removed.
+/// What a checkpoint changes among the pages: some added (the entries it added, on pages of a
+/// few kilobytes), some removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DedupChange {
-    pub add: Option<(u64, Vec<u8>)>,
+    pub add: Vec<(u64, Vec<u8>)>,
     pub remove: Vec<u64>,
 }
 
@@ -31,7 +32,7 @@ impl DedupChange {
         for &n in &self.remove {
             batch.remove(&dedup_key(n));
         }
-        if let Some((n, page)) = &self.add {
+        for (n, page) in &self.add {
             batch.insert(&dedup_key(*n), page.as_slice());
         }
     }

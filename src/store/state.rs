@@ -1,9 +1,8 @@
 //! The `state` tree: checkpoint, outbox and counters, which commit together in one batch.
 
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::{corrupt, decode_u64, failpoint, Result, Store, STATE};
+use super::{checkpoint_parts, decode_u64, failpoint, Result, Store, STATE};
 use crate::records::ledger::LedgerRecord;
 
 pub(super) const CHECKPOINT: &[u8] = b"c/";
@@ -26,7 +25,6 @@ pub(super) const SOURCE_POS: &[u8] = b"n/source/";
 /// What the gateway knows of each sensor (`crate::records::sensors::SensorBook`), written in the
 /// checkpoint batch. Not salvaged: it is rebuilt as the sensors send again.
 pub(super) const SENSORS: &[u8] = b"n/sensors";
-const VERSION: u8 = 1;
 
 /// The `state` put that records source `source`'s last committed position `end_offset`, for the
 /// checkpoint batch ([`Store::apply_checkpoint_with_archive`]).
@@ -59,28 +57,6 @@ pub(super) fn outbox_key(seq: u64) -> [u8; 10] {
     k[..2].copy_from_slice(OUTBOX);
     k[2..].copy_from_slice(&seq.to_be_bytes());
     k
-}
-
-pub(super) fn decode_checkpoint(path: &Path, value: &[u8]) -> Result<Checkpoint> {
-    match value {
-        [VERSION, rest @ ..] if rest.len() >= 8 => {
-            let (pos, decider) = rest.split_at(8);
-            Ok(Checkpoint {
-                journal_pos: u64::from_be_bytes(pos.try_into().unwrap_or([0; 8])),
-                decider: decider.to_vec(),
-            })
-        }
-        _ => Err(corrupt(
-            path,
-            STATE,
-            CHECKPOINT,
-            format!(
-                "checkpoint does not decode ({} bytes, version byte {:?})",
-                value.len(),
-                value.first()
-            ),
-        )),
-    }
 }
 
 impl Store {
@@ -150,12 +126,26 @@ impl Store {
         {
             self.commit()?;
         }
-        let mut value = Vec::with_capacity(9 + decider.len());
-        value.push(VERSION);
-        value.extend_from_slice(&journal_pos.to_be_bytes());
-        value.extend_from_slice(decider);
+        let old_parts = match self.checkpoint_parts {
+            Some(n) => n,
+            None => self
+                .state
+                .get(CHECKPOINT)
+                .map_err(self.sled_err("read c/ from tree state"))?
+                .map_or(0, |v| checkpoint_parts::parts(&v)),
+        };
+        let values = checkpoint_parts::encode(journal_pos, decider);
+        let new_parts = values.len() as u16;
         let mut batch = sled::Batch::default();
-        batch.insert(CHECKPOINT, value);
+        for (i, v) in values.into_iter().enumerate() {
+            match i {
+                0 => batch.insert(CHECKPOINT, v),
+                i => batch.insert(&checkpoint_parts::part_key(i as u16), v),
+            }
+        }
+        for i in new_parts.max(1)..old_parts {
+            batch.remove(&checkpoint_parts::part_key(i));
+        }
         batch.insert(CHECKPOINT_POS, &journal_pos.to_be_bytes());
         Store::batch_outbox_adds(&mut batch, self.next_outbox, outbox_adds);
         let seq = self.next_outbox + outbox_adds.len() as u64;
@@ -174,6 +164,7 @@ impl Store {
         self.set_outbox_records(records);
         self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
+        self.checkpoint_parts = Some(new_parts);
         self.state_unsynced.store(true, Ordering::Release);
         failpoint!("store::checkpoint::after_apply");
         Ok(())
@@ -181,10 +172,7 @@ impl Store {
 
     /// The last committed checkpoint, if any.
     pub fn last_checkpoint(&self) -> Result<Option<Checkpoint>> {
-        match self.state.get(CHECKPOINT).map_err(self.sled_err("read c/ from tree state"))? {
-            None => Ok(None),
-            Some(v) => decode_checkpoint(&self.path, &v).map(Some),
-        }
+        checkpoint_parts::read(&self.path, &self.state)
     }
 
     /// Outbox records awaiting acknowledgement, `(sequence, bytes)` in sequence order.

@@ -43,14 +43,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::archive::{ALERTS, QUARANTINE};
+use super::checkpoint_parts;
 use super::journal::{decode_meta, Body};
 use super::ledger::LEDGER_NEXT;
 use super::outbox_pages::outbox_value;
 use super::prune::PRUNED;
 use super::segments::{segment_path, RAW_DIR};
 use super::state::{
-    decode_checkpoint, decode_source_position, outbox_key, CHECKPOINT, CHECKPOINT_POS,
-    DECIDED_THROUGH, JOURNAL_NEXT, JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
+    decode_source_position, outbox_key, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH, JOURNAL_NEXT,
+    JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
 };
 use super::{failpoint, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
@@ -377,11 +378,11 @@ impl Copier<'_> {
     /// when at least its header decodes (0 otherwise).
     fn checkpoint(&mut self, old: &Old<'_>, fresh: &Store, keep: bool) -> Result<u64> {
         let Some(v) = old.state.get(CHECKPOINT).ok().flatten() else { return Ok(0) };
-        let Ok(cp) = decode_checkpoint(old.path, &v) else {
+        let Some(journal_pos) = checkpoint_parts::position(&v) else {
             self.count(false, "checkpoint");
             return Ok(0);
         };
-        self.decided = self.decided.max(cp.journal_pos);
+        self.decided = self.decided.max(journal_pos);
         // The pages of the duplicate memory the snapshot may keep outside go with it: all of
         // them readable, or the checkpoint is not kept.
         let mut pages = Vec::new();
@@ -393,22 +394,33 @@ impl Copier<'_> {
                 _ => {
                     pages.clear();
                     self.count(false, "dedup_pages");
-                    return Ok(self.checkpoint_dropped(cp.journal_pos));
+                    return Ok(self.checkpoint_dropped(journal_pos));
                 }
             }
         }
+        // Every part of it read and unpacked, or it is not kept.
+        let cp = checkpoint_parts::read(old.path, &old.state).ok().flatten();
         let usable = keep
-            && CheckpointPayload::decode(&cp.decider).ok().is_some_and(|p| {
-                crate::records::snapshot::decode::<serde::de::IgnoredAny>(&p.decider).is_ok()
+            && cp.is_some_and(|cp| {
+                CheckpointPayload::decode(&cp.decider).ok().is_some_and(|p| {
+                    crate::records::snapshot::decode::<serde::de::IgnoredAny>(&p.decider).is_ok()
+                })
             });
         if usable {
-            fresh.state.insert(CHECKPOINT, v).map_err(|e| failed(fresh.path(), e))?;
+            let fail = |e: sled::Error| failed(fresh.path(), e);
+            for i in 1..checkpoint_parts::parts(&v) {
+                let key = checkpoint_parts::part_key(i);
+                if let Some(part) = old.state.get(key).ok().flatten() {
+                    fresh.state.insert(key, part).map_err(fail)?;
+                }
+            }
+            fresh.state.insert(CHECKPOINT, v).map_err(fail)?;
             for (k, v) in pages {
-                fresh.state.insert(k, v).map_err(|e| failed(fresh.path(), e))?;
+                fresh.state.insert(k, v).map_err(fail)?;
             }
         }
         self.count(usable, "checkpoint");
-        Ok(cp.journal_pos)
+        Ok(journal_pos)
     }
 
     /// The checkpoint is not copied (its duplicate memory did not read): its position only.

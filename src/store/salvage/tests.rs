@@ -151,7 +151,7 @@ fn duplicate_memory_pages_go_with_their_checkpoint() {
                 offsets: Default::default(),
                 rule_version: String::new(),
             };
-            let change = crate::store::DedupChange { add: Some((1, page.clone())), remove: vec![] };
+            let change = crate::store::DedupChange { add: vec![(1, page.clone())], remove: vec![] };
             s.apply_checkpoint_with_dedup(1, &payload.encode(), &[event(1)], &[], &[], &change)
                 .unwrap();
             s.commit().unwrap();
@@ -175,6 +175,58 @@ fn duplicate_memory_pages_go_with_their_checkpoint() {
         } else {
             assert_eq!(pages, vec![(1, page.clone())]);
             assert_eq!(s.last_checkpoint().unwrap().map(|c| c.journal_pos), Some(1));
+        }
+    }
+}
+
+/// A checkpoint in several parts is kept whole by a salvage, parts and all; with a part missing
+/// it is not kept (the decide stage re-derives) and its position is still read from `c/`.
+#[test]
+fn a_checkpoint_in_parts_is_kept_whole_or_not_at_all() {
+    let mut x: u64 = 1;
+    let numbers: Vec<u64> = (0..6000)
+        .map(|_| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            x
+        })
+        .collect();
+    for missing_part in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+        let payload = crate::records::checkpoint::CheckpointPayload {
+            decider: crate::records::snapshot::encode(&numbers),
+            offsets: Default::default(),
+            rule_version: String::new(),
+        };
+        {
+            let mut s = Store::open(&dir, opts.clone()).unwrap();
+            s.append_journal(&[(1, b"x".to_vec())]).unwrap();
+            let none = crate::store::DedupChange::default();
+            s.apply_checkpoint_with_dedup(1, &payload.encode(), &[event(1)], &[], &[], &none)
+                .unwrap();
+            s.commit().unwrap();
+        }
+        {
+            let db = crate::store::open_sled_directly(&dir).unwrap();
+            let state = db.open_tree("state").unwrap();
+            let parts = state.scan_prefix(b"c/").count();
+            assert!(parts >= 4, "the snapshot takes {parts} values");
+            state.insert([&b"o/"[..], &1u64.to_be_bytes()].concat(), &b"\x01junk"[..]).unwrap();
+            if missing_part {
+                state.remove([&b"c/"[..], &2u16.to_be_bytes()].concat()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let (s, rec) = Store::open_or_recover(&dir, opts, 1).unwrap();
+        assert!(rec.is_some(), "a salvage ran");
+        let kept = s.last_checkpoint().unwrap();
+        if missing_part {
+            assert_eq!(kept, None);
+            assert_eq!(s.decided_through().unwrap(), Some(1), "the position in c/ still counts");
+        } else {
+            let cp = kept.expect("kept");
+            assert_eq!((cp.journal_pos, cp.decider), (1, payload.encode()));
         }
     }
 }
