@@ -5,7 +5,9 @@
 # `replay` of the same file and, when OLD_BIN is set, with `run` of another build; RUNS rounds,
 # the builds alternating. Prints per run wall and CPU seconds, peak RSS and the store's size (at
 # the end and at its peak, sampled every 0.1 s), then the medians and events/s.
-# usage: [OLD_BIN=path/to/linegate] benches/burst.sh [HOURS=6] [RUNS=3] [LINES=all]
+# With FSYNC_DELAY_US set, every fsync and fdatasync of `run` returns that many microseconds
+# late (strace's fault injection), as on a storage whose cache flush is slow (an SD card's).
+# usage: [OLD_BIN=path/to/linegate] [FSYNC_DELAY_US=N] benches/burst.sh [HOURS=6] [RUNS=3] [LINES=all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOURS=${1:-6}
@@ -41,10 +43,15 @@ one() { # one NAME COMMAND...: prints "NAME wall user sys rss_kb store_bytes pea
     [ "$store" -le "$peak" ] || peak=$store
     echo "$name $(cat "$WORK/time") $store $peak" | tee -a "$WORK/all"
 }
+slow=()
+if [ -n "${FSYNC_DELAY_US:-}" ]; then
+    slow=(strace -f --seccomp-bpf -qq -o /dev/null -e "trace=fsync,fdatasync"
+        -e "inject=fsync:delay_exit=$FSYNC_DELAY_US" -e "inject=fdatasync:delay_exit=$FSYNC_DELAY_US")
+fi
 for _ in $(seq "$RUNS"); do
     one replay "$BIN" replay "$WORK/t.jsonl" --config "$WORK/run.toml" --out "$WORK/alerts.jsonl"
-    [ -z "${OLD_BIN:-}" ] || one run-old "$OLD_BIN" run --exit-at-end --forward local-ack --config "$WORK/run.toml"
-    one run "$BIN" run --exit-at-end --forward local-ack --config "$WORK/run.toml"
+    [ -z "${OLD_BIN:-}" ] || one run-old "${slow[@]}" "$OLD_BIN" run --exit-at-end --forward local-ack --config "$WORK/run.toml"
+    one run "${slow[@]}" "$BIN" run --exit-at-end --forward local-ack --config "$WORK/run.toml"
 done
 python3 - "$WORK/all" "$lines" "$(du -sb "$WORK/t.jsonl" | cut -f1)" <<'PY'
 import statistics, sys
