@@ -38,8 +38,8 @@ pub type ForwardSlot = Box<dyn FnOnce(ForwardCtx) -> ForwardFuture + Send>;
 const ACK_BATCH: usize = 1000;
 
 /// An in-process consumer that "publishes" every outbox record to nowhere and acknowledges it
-/// at once: `Published` then `Acknowledged` in the ledger, the removal batched (one fsync per
-/// batch). It drains the outbox once more when stopped.
+/// at once: `Published` then `Acknowledged` in the ledger, the removal batched (one commit per
+/// batch at most, shared with a commit running at the same time). It drains the outbox once more when stopped.
 pub fn local_ack() -> ForwardSlot {
     Box::new(|ctx| Box::pin(run_local_ack(ctx)))
 }
@@ -75,10 +75,15 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
         let now = clock.now_ms();
         let published = LedgerEntry::Published { outbox_seqs: seqs.clone() };
         let acked = LedgerEntry::Acknowledged { outbox_seqs: seqs.clone() };
-        s.outbox_ack_many(
+        s.outbox_ack_uncommitted(
             &seqs,
             &[LedgerRecord::new(now, published), LedgerRecord::new(now, acked)],
         )?;
+        // Committed under the lock's shared side, as the ingest commits its appends: a commit
+        // already running (a checkpoint's, a group commit's) covers these removals when it began
+        // after them, and the decide stage's reads go on meanwhile.
+        let s = parking_lot::RwLockWriteGuard::downgrade(s);
+        s.commit_if_needed()?;
         Ok(true)
     })
     .await?

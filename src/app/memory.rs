@@ -4,21 +4,33 @@
 //! core), and keeps memory freed inside an arena for reuse rather than returning it. The daemon
 //! frees a lot in bursts — journal lines of raw samples, a decided batch, records the store
 //! truncated — on several threads (tokio workers and blocking threads, sled's I/O threads), so
-//! freed pages stay resident long after. Two calls keep that down: [`limit_arenas`] once at start
-//! (before the runtime's threads exist), and [`release_free_memory`] from the telemetry sampler
-//! every second (`malloc_trim(0)` returns the free pages of every arena; it takes each arena's
-//! lock briefly). Elsewhere than glibc both do nothing.
+//! freed pages stay resident long after. Three settings keep that down: [`limit_arenas`] once at
+//! start (before the runtime's threads exist) caps the arenas at [`ARENA_MAX`] and maps every
+//! allocation of [`MMAP_THRESHOLD`] or more on its own, and [`release_free_memory`] from the
+//! telemetry sampler every second (`malloc_trim(0)` returns the free pages of every arena; it
+//! takes each arena's lock briefly). Elsewhere than glibc they do nothing. The figures behind
+//! both numbers: docs/decisions.md, "The allocator's settings".
 
-/// At most this many malloc arenas.
-pub const ARENA_MAX: i32 = 2;
+/// At most this many malloc arenas: fewer than glibc's 8 per core, enough that the decide stage,
+/// the ingest and sled's I/O threads seldom wait for each other's arena lock (with 2, a burst
+/// through `run` took 15 % longer).
+pub const ARENA_MAX: i32 = 8;
 
-/// Caps glibc's arenas at [`ARENA_MAX`]. Call before spawning threads.
+/// Allocations of this many bytes or more are mapped on their own and unmapped when freed:
+/// sled's I/O buffers above all (512 KiB and its header, one at each flush), which, kept inside
+/// the arenas, pinned some 10 MiB of a burst's peak RSS. Setting it also stops glibc from raising
+/// the threshold as large blocks are freed.
+pub const MMAP_THRESHOLD: i32 = 512 * 1024;
+
+/// Caps glibc's arenas at [`ARENA_MAX`] and sets the mmap threshold to [`MMAP_THRESHOLD`].
+/// Call before spawning threads.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code)]
-    // SAFETY: mallopt only sets a tunable of the allocator; no pointer is involved.
+    // SAFETY: mallopt only sets tunables of the allocator; no pointer is involved.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     }
 }
 
