@@ -5,6 +5,8 @@
 //! such as shedding, may add records meanwhile), so records are gathered with sequences relative
 //! to the checkpoint batch and [`Pending::finish`] adds the bases.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -173,7 +175,7 @@ impl Pending {
                     tracing::Span::current().record("event_id", event.event_id.as_str());
                 }
                 let json = if derived { None } else { original_event_bytes(&rec.line) };
-                let json = json.unwrap_or_else(|| serialise(&event));
+                let json = json.unwrap_or_else(|| Cow::Owned(serialise(&event)));
                 let json = crate::records::outbox::event_json_with_at(&json, at);
                 let Event { event_id, machine, sensor, seq, ts_ms, .. } = event;
                 self.ledger.push(LedgerRecord::new(
@@ -245,11 +247,11 @@ impl Pending {
 
 /// The `event` member's bytes as the line has them: found by the byte scanner where the line is
 /// plain JSON, else by serde_json (the same bytes either way).
-fn original_event_bytes(line: &[u8]) -> Option<Vec<u8>> {
+fn original_event_bytes(line: &[u8]) -> Option<Cow<'_, [u8]>> {
     let plain = std::str::from_utf8(line).ok().and_then(|text| member_span(text, "event"));
     match plain {
-        Some(span) => line.get(span).map(<[u8]>::to_vec),
-        None => event_bytes_by_serde(line),
+        Some(span) => line.get(span).map(Cow::Borrowed),
+        None => event_bytes_by_serde(line).map(Cow::Owned),
     }
 }
 
@@ -286,13 +288,18 @@ mod tests {
         let mut plain = 0;
         for line in &lines {
             let b = line.as_bytes();
-            assert_eq!(original_event_bytes(b), event_bytes_by_serde(b), "{line}");
+            assert_eq!(
+                original_event_bytes(b).map(Cow::into_owned),
+                event_bytes_by_serde(b),
+                "{line}"
+            );
             plain += usize::from(member_span(line, "event").is_some());
         }
         assert_eq!(plain, 3, "the first two lines and the string are plain");
         let deep = format!(r#"{{"event":{}1{}}}"#, "{\"a\":".repeat(20), "}".repeat(20));
         assert_eq!(member_span(&deep, "event"), None, "deeper than 16 levels");
-        assert_eq!(original_event_bytes(deep.as_bytes()), event_bytes_by_serde(deep.as_bytes()));
+        let by_span = original_event_bytes(deep.as_bytes()).map(Cow::into_owned);
+        assert_eq!(by_span, event_bytes_by_serde(deep.as_bytes()));
     }
 
     /// The decide stage's span carries the record's journal position and the event's ID.

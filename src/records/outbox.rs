@@ -162,7 +162,8 @@ pub fn event_json_with_at(json: &[u8], at: i64) -> Vec<u8> {
     if inner.trim_ascii_end().last() != Some(&b'{') {
         out.push(b',');
     }
-    out.extend_from_slice(format!("\"at\":{at}}}").as_bytes());
+    // Written in place: no string of its own for every event.
+    let _ = std::io::Write::write_fmt(&mut out, format_args!("\"at\":{at}}}"));
     out
 }
 
