@@ -388,6 +388,8 @@ fn main() {
     let inflight_bytes = args
         .get(6)
         .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
+    // The allocator as `linegate run` sets it before its runtime starts.
+    linegate::app::memory::limit_arenas();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
