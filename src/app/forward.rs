@@ -39,7 +39,8 @@ const ACK_BATCH: usize = 1000;
 
 /// An in-process consumer that "publishes" every outbox record to nowhere and acknowledges it
 /// at once: `Published` then `Acknowledged` in the ledger, the removal batched (one commit per
-/// batch at most, shared with a commit running at the same time). It drains the outbox once more when stopped.
+/// batch at most, shared with a commit running at the same time). It drains the outbox once more
+/// when stopped.
 pub fn local_ack() -> ForwardSlot {
     Box::new(|ctx| Box::pin(run_local_ack(ctx)))
 }

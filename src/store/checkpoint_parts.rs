@@ -48,6 +48,22 @@ pub fn encode(journal_pos: u64, decider: &[u8]) -> Vec<Vec<u8>> {
     std::iter::once(head).chain(chunks.map(<[u8]>::to_vec)).collect()
 }
 
+/// Writes the checkpoint at `journal_pos` with snapshot `decider` into `batch`: `c/` and its
+/// parts, and the removal of the parts beyond them that a checkpoint of `old_parts` values left.
+pub(super) fn write(batch: &mut sled::Batch, journal_pos: u64, decider: &[u8], old_parts: u16) {
+    let values = encode(journal_pos, decider);
+    let new_parts = values.len() as u16;
+    for (i, v) in values.into_iter().enumerate() {
+        match i {
+            0 => batch.insert(CHECKPOINT, v),
+            i => batch.insert(&part_key(i as u16), v),
+        }
+    }
+    for i in new_parts..old_parts {
+        batch.remove(&part_key(i));
+    }
+}
+
 /// How many values the checkpoint `c/` = `value` takes (1 for version 1 or a value that does
 /// not decode).
 pub(super) fn parts(value: &[u8]) -> u16 {

@@ -1,8 +1,8 @@
 //! The rule's duplicate memory beside the checkpoint (`crate::rule::dedup`, kept outside the
-//! decider's snapshot): `d/` + u64 page number → packed entries one checkpoint added (a few kilobytes a page). Pages
-//! are added and removed in the checkpoint's own batch, so the snapshot and the pages it needs
-//! are durable together; a restore absorbs every page in number order. The decide stage removes
-//! a page once every entry on it is behind its machine's horizon.
+//! decider's snapshot): `d/` + u64 page number → packed entries one checkpoint added (a few
+//! kilobytes a page). Pages are added and removed in the checkpoint's own batch, so the snapshot
+//! and the pages it needs are durable together; a restore absorbs every page in number order. The
+//! decide stage removes a page once every entry on it is behind its machine's horizon.
 
 use std::path::PathBuf;
 

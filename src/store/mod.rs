@@ -181,9 +181,6 @@ pub struct Store {
     next_ledger: u64,
     /// The journal position of the last checkpoint (0 when there is none).
     checkpoint_pos: u64,
-    /// How many values the last checkpoint applied takes (`checkpoint_parts.rs`; `None` until
-    /// this store applies or reads one).
-    checkpoint_parts: Option<u16>,
     /// Journal records below this are history only: decided, checkpointed and referenced by no
     /// queued outbox record (set by the decide stage, [`Store::set_history_floor`]; 0, nothing
     /// trimmable, until it does after a start).
@@ -267,7 +264,6 @@ impl Store {
             outbox_records: 0,
             next_ledger: 1,
             checkpoint_pos: 0,
-            checkpoint_parts: None,
             history_floor: 0,
             samples_from: 0,
             dirty: AtomicBool::new(false),

@@ -126,26 +126,14 @@ impl Store {
         {
             self.commit()?;
         }
-        let old_parts = match self.checkpoint_parts {
-            Some(n) => n,
-            None => self
-                .state
-                .get(CHECKPOINT)
-                .map_err(self.sled_err("read c/ from tree state"))?
-                .map_or(0, |v| checkpoint_parts::parts(&v)),
-        };
-        let values = checkpoint_parts::encode(journal_pos, decider);
-        let new_parts = values.len() as u16;
+        // The parts the last checkpoint took, from its first value's header.
+        let old_parts = self
+            .state
+            .get(CHECKPOINT)
+            .map_err(self.sled_err("read c/ from tree state"))?
+            .map_or(0, |v| checkpoint_parts::parts(&v));
         let mut batch = sled::Batch::default();
-        for (i, v) in values.into_iter().enumerate() {
-            match i {
-                0 => batch.insert(CHECKPOINT, v),
-                i => batch.insert(&checkpoint_parts::part_key(i as u16), v),
-            }
-        }
-        for i in new_parts.max(1)..old_parts {
-            batch.remove(&checkpoint_parts::part_key(i));
-        }
+        checkpoint_parts::write(&mut batch, journal_pos, decider, old_parts);
         batch.insert(CHECKPOINT_POS, &journal_pos.to_be_bytes());
         Store::batch_outbox_adds(&mut batch, self.next_outbox, outbox_adds);
         let seq = self.next_outbox + outbox_adds.len() as u64;
@@ -164,7 +152,6 @@ impl Store {
         self.set_outbox_records(records);
         self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
-        self.checkpoint_parts = Some(new_parts);
         self.state_unsynced.store(true, Ordering::Release);
         failpoint!("store::checkpoint::after_apply");
         Ok(())

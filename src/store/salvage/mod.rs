@@ -401,23 +401,18 @@ impl Copier<'_> {
         // Every part of it read and unpacked, or it is not kept.
         let cp = checkpoint_parts::read(old.path, &old.state).ok().flatten();
         let usable = keep
-            && cp.is_some_and(|cp| {
+            && cp.as_ref().is_some_and(|cp| {
                 CheckpointPayload::decode(&cp.decider).ok().is_some_and(|p| {
                     crate::records::snapshot::decode::<serde::de::IgnoredAny>(&p.decider).is_ok()
                 })
             });
-        if usable {
-            let fail = |e: sled::Error| failed(fresh.path(), e);
-            for i in 1..checkpoint_parts::parts(&v) {
-                let key = checkpoint_parts::part_key(i);
-                if let Some(part) = old.state.get(key).ok().flatten() {
-                    fresh.state.insert(key, part).map_err(fail)?;
-                }
-            }
-            fresh.state.insert(CHECKPOINT, v).map_err(fail)?;
+        if let Some(cp) = cp.filter(|_| usable) {
+            let mut batch = sled::Batch::default();
+            checkpoint_parts::write(&mut batch, cp.journal_pos, &cp.decider, 0);
             for (k, v) in pages {
-                fresh.state.insert(k, v).map_err(fail)?;
+                batch.insert(k, v);
             }
+            fresh.state.apply_batch(batch).map_err(|e| failed(fresh.path(), e))?;
         }
         self.count(usable, "checkpoint");
         Ok(journal_pos)
