@@ -3,14 +3,17 @@
 //! Properties: never a panic; the same bytes give the same verdict; the fast path equals the
 //! exact path (`exact_line`); an accepted line written out again as JSON parses to the same line
 //! (for schema-1 events, samples and ticks); an accepted event line carries exactly what
-//! `parse_event` makes of its `event` object.
+//! `parse_event` makes of its `event` object; where the parser gives the event's span, it is the
+//! bytes serde_json borrows as the line's `event` member.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use linegate::event::parse::parse_event;
-use linegate::trace::parse::{exact_line, parse_line, MAX_LINE_BYTES};
+use linegate::trace::parse::{exact_line, parse_line, parse_line_and_event_span, MAX_LINE_BYTES};
 use linegate::trace::{Arrival, TraceLine};
 use serde_json::json;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
 
 fuzz_target!(
     init: linegate_fuzz::write_seeds(linegate_fuzz::some_trace_lines),
@@ -21,6 +24,13 @@ fuzz_target!(
             if let Ok(text) = std::str::from_utf8(data) {
                 assert_eq!(verdict, exact_line(data, text), "fast and exact paths disagree");
             }
+        }
+        let (again, span) = parse_line_and_event_span(data);
+        assert_eq!(again, verdict, "the spanning parse judged otherwise");
+        if let Some(span) = span {
+            let members: HashMap<&str, &RawValue> =
+                serde_json::from_slice(data).expect("accepted is JSON");
+            assert_eq!(&data[span], members["event"].get().as_bytes(), "event span differs");
         }
         if let Ok(line) = &verdict {
             if let Some(again) = rewrite(line) {

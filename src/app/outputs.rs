@@ -6,6 +6,7 @@
 //! to the checkpoint batch and [`Pending::finish`] adds the bases.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -21,7 +22,7 @@ use crate::records::samples_codec::encode_block;
 use crate::rule::alert::AlertRecord;
 use crate::store::archive::{alert_key, quarantine_key};
 use crate::store::{JournalRecord, Origin};
-use crate::trace::parse::parse_line;
+use crate::trace::parse::parse_line_and_event_span;
 use crate::trace::Arrival;
 
 /// Outputs gathered since the last checkpoint.
@@ -118,7 +119,7 @@ impl Pending {
             tracing::trace_span!("decide", journal_pos = rec.pos, event_id = tracing::field::Empty);
         let _entered = span.enter();
         self.records += 1;
-        let mut parsed = parse_line(&rec.line);
+        let (mut parsed, event_span) = parse_line_and_event_span(&rec.line);
         if rec.origin.is_some_and(|o| o.source == Origin::RELEASED) {
             match &mut parsed {
                 Ok(tl) => tl.at = rec.at,
@@ -132,7 +133,7 @@ impl Pending {
             Err((at, _)) => at.unwrap_or(rec.at),
         };
         for outcome in decider.take_outcomes() {
-            self.outcome(outcome, at, rec);
+            self.outcome(outcome, at, rec, event_span.clone());
         }
         for (ev, why) in decider.take_rejected_derived() {
             let raw = serde_json::to_vec(&ev).unwrap_or_default();
@@ -166,7 +167,14 @@ impl Pending {
         }
     }
 
-    fn outcome(&mut self, outcome: Outcome, at: i64, rec: &JournalRecord) {
+    /// `event_span`: where the line's event is, when the parser said.
+    fn outcome(
+        &mut self,
+        outcome: Outcome,
+        at: i64,
+        rec: &JournalRecord,
+        event_span: Option<Range<usize>>,
+    ) {
         match outcome {
             Outcome::Accepted { event, how, derived, counted } => {
                 if derived {
@@ -174,7 +182,11 @@ impl Pending {
                 } else {
                     tracing::Span::current().record("event_id", event.event_id.as_str());
                 }
-                let json = if derived { None } else { original_event_bytes(&rec.line) };
+                let json = match event_span {
+                    _ if derived => None,
+                    Some(span) => rec.line.get(span).map(Cow::Borrowed),
+                    None => original_event_bytes(&rec.line),
+                };
                 let json = json.unwrap_or_else(|| Cow::Owned(serialise(&event)));
                 let json = crate::records::outbox::event_json_with_at(&json, at);
                 let Event { event_id, machine, sensor, seq, ts_ms, .. } = event;
@@ -300,6 +312,29 @@ mod tests {
         assert_eq!(member_span(&deep, "event"), None, "deeper than 16 levels");
         let by_span = original_event_bytes(deep.as_bytes()).map(Cow::into_owned);
         assert_eq!(by_span, event_bytes_by_serde(deep.as_bytes()));
+    }
+
+    /// An accepted event's outbox JSON is its bytes as the line has them, plus `at`: whether the
+    /// parser gave their span (plain JSON, spaces around) or the scanner had to find them (an
+    /// escape in the line sends it down another path).
+    #[test]
+    fn the_outbox_keeps_the_event_s_own_bytes_on_every_path() {
+        let event = r#"{ "event_id": "press-1.s1.1", "machine": "press-1", "sensor": "s1", "seq": 1, "ts_ms": 1700000000000, "clock": {"state": "synced"}, "metric": "accel_rms", "value": 0.2, "unit": "g", "schema": 1, "quality": "good" }"#;
+        let plain = format!(r#"{{"at": 1700000000300, "kind": "event", "event":  {event} }}"#);
+        let escaped = plain.replace(r#""kind": "event""#, r#""kind": "ev\u0065nt""#);
+        for (line, spanned) in [(plain, true), (escaped, false)] {
+            let (_, span) = parse_line_and_event_span(line.as_bytes());
+            assert_eq!(span.is_some(), spanned, "{line}");
+            let rec = JournalRecord { pos: 1, at: 1, origin: None, line: line.into_bytes() };
+            let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
+            let mut pending = Pending::default();
+            pending.decide(&mut decider, &rec);
+            let want = crate::records::outbox::event_json_with_at(event.as_bytes(), 1700000000300);
+            match pending.outbox.as_slice() {
+                [OutboxRecord::Event { json, .. }] => assert_eq!(json, &want),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// The decide stage's span carries the record's journal position and the event's ID.

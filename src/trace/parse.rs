@@ -13,6 +13,7 @@ use crate::event::parse::{
 };
 use crate::event::Unit;
 use crate::records::quarantine::{Reason, Rejection};
+use std::ops::Range;
 
 pub use crate::event::parse::MIN_PLAUSIBLE_TS_MS;
 
@@ -21,6 +22,9 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The highest accepted `rate_hz` of a samples line.
 pub const MAX_RATE_HZ: f64 = 1_000_000.0;
+
+/// What parsing a line gives: the line, or its `at` when it could be read and the rejection.
+pub type Verdict = Result<TraceLine, (Option<i64>, Rejection)>;
 
 /// Parses one trace line (without its newline). On rejection returns the line's `at` when it could
 /// be read: always once `at` itself is valid; for a line that is not valid JSON, when the line
@@ -35,6 +39,24 @@ pub fn parse_line(line: &[u8]) -> Result<TraceLine, (Option<i64>, Rejection)> {
 pub fn parse_line_reusing(
     line: &[u8],
     spare: &mut Vec<String>,
+) -> Result<TraceLine, (Option<i64>, Rejection)> {
+    parse_line_spanning(line, spare, &mut None)
+}
+
+/// [`parse_line`], and for an event line the fastest path read, where in `line` its `event`
+/// member's value is: the bytes serde_json's `RawValue` of that member borrows. `None` where
+/// another path decided. The decide stage keeps those bytes as the event's outbox payload, so it
+/// need not find them again.
+pub fn parse_line_and_event_span(line: &[u8]) -> (Verdict, Option<Range<usize>>) {
+    let mut span = None;
+    let parsed = parse_line_spanning(line, &mut Vec::new(), &mut span);
+    (parsed, span)
+}
+
+fn parse_line_spanning(
+    line: &[u8],
+    spare: &mut Vec<String>,
+    event_span: &mut Option<Range<usize>>,
 ) -> Result<TraceLine, (Option<i64>, Rejection)> {
     if line.len() > MAX_LINE_BYTES {
         return Err((
@@ -52,7 +74,7 @@ pub fn parse_line_reusing(
     // Fast path: a line no longer than an event may be can hold no oversized event, so its event
     // is read in the same pass. Any error there is answered by the exact path.
     if text.len() <= MAX_EVENT_BYTES {
-        if let Some(tl) = plain_line(text, spare) {
+        if let Some(tl) = plain_line(text, spare, event_span) {
             return Ok(tl);
         }
         if let Ok(top) = read_top::<LINE_SLOTS>(text, &LINE_SHAPE, Pass::Inline) {
@@ -77,8 +99,13 @@ pub fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Re
 /// JSON [`Scan`] reads. It reads the line straight into a [`TraceLine`] (no slots) and succeeds
 /// only where [`exact_line`] accepts with the same result; anything else (another kind, an unknown
 /// or repeated key, an escape, a wrong type) gives `None` and the paths above decide.
-fn plain_line(text: &str, spare: &mut Vec<String>) -> Option<TraceLine> {
+fn plain_line(
+    text: &str,
+    spare: &mut Vec<String>,
+    event_span: &mut Option<Range<usize>>,
+) -> Option<TraceLine> {
     let mut scan = Scan::new(text);
+    let mut span = None;
     let (mut at, mut kind, mut event) = (None, None, None);
     scan.object(|s, key| {
         match key {
@@ -90,7 +117,10 @@ fn plain_line(text: &str, spare: &mut Vec<String>) -> Option<TraceLine> {
                     _ => return None,
                 })
             }
-            "event" if event.is_none() => event = Some(s.event(Some(&mut *spare))?),
+            "event" if event.is_none() => {
+                let (e, found) = s.event_spanned(Some(&mut *spare))?;
+                (event, span) = (Some(e), Some(found));
+            }
             _ => return None,
         }
         Some(())
@@ -101,7 +131,9 @@ fn plain_line(text: &str, spare: &mut Vec<String>) -> Option<TraceLine> {
         (Kind::Tick, None) => Arrival::Tick,
         _ => return None,
     };
-    Some(TraceLine { at: at?, arrival })
+    let line = TraceLine { at: at?, arrival };
+    *event_span = span;
+    Some(line)
 }
 
 const LINE_SLOTS: usize = 11;

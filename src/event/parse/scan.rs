@@ -187,6 +187,17 @@ impl<'a> Scan<'a> {
         Some(start..self.i)
     }
 
+    /// [`Self::event`], and where the object is: from its `{` to past its `}`.
+    pub(crate) fn event_spanned(
+        &mut self,
+        spare: Option<&mut Vec<String>>,
+    ) -> Option<(Event, Range<usize>)> {
+        self.next_token()?;
+        let start = self.i;
+        let event = self.event(spare)?;
+        Some((event, start..self.i))
+    }
+
     /// A valid schema-1 event object, as the serde fast path reads it (`FastEvent`).
     pub(crate) fn event(&mut self, spare: Option<&mut Vec<String>>) -> Option<Event> {
         let mut f = PlainFields::default();

@@ -30,6 +30,19 @@ fn parse(line: &str) -> Result<TraceLine, (Option<i64>, Rejection)> {
     if line.len() <= MAX_LINE_BYTES {
         assert_eq!(r, exact_line(line.as_bytes(), line), "paths disagree: {line}");
     }
+    // Where the event's span is given, it is what serde_json borrows as the `event` member.
+    let (again, span) = parse_line_and_event_span(line.as_bytes());
+    assert_eq!(r, again, "{line}");
+    if let Some(span) = span {
+        assert!(matches!(r, Ok(TraceLine { arrival: Arrival::Event(_), .. })), "{line}");
+        #[derive(serde::Deserialize)]
+        struct Member<'a> {
+            #[serde(borrow)]
+            event: &'a serde_json::value::RawValue,
+        }
+        let member: Member<'_> = serde_json::from_str(line).expect("an accepted line is JSON");
+        assert_eq!(&line[span], member.event.get(), "{line}");
+    }
     r
 }
 
@@ -399,17 +412,26 @@ fn plain_lines_are_read_by_the_scanner_as_the_exact_path_reads_them() {
     let event = r#"{"at":1700000000055,"event":{"clock":{"err_ms":2,"state":"synced"},"event_id":"gw-bench.machine-008.s0.1","machine":"machine-008","metric":"accel_rms","quality":"good","schema":1,"sensor":"s0","seq":1,"ts_ms":1700000000000,"unit":"g","value":0.3152},"kind":"event"}"#;
     let tick = r#"{"at":1700000000000,"kind":"tick"}"#;
     for line in [event, tick, &event_line(EVENT)] {
-        let got = plain_line(line, &mut Vec::new());
+        let got = plain_line(line, &mut Vec::new(), &mut None);
         assert!(got.is_some(), "not read by the scanner: {line}");
         assert_eq!(got.map(Ok), Some(exact_line(line.as_bytes(), line)), "{line}");
     }
+    // The event lines' spans are given (and checked against serde_json's by `parse`); a line
+    // with spaces around its event keeps them out of the span.
+    for line in [event, &event_line(EVENT), &event_line(&format!(" \n{EVENT}\t "))] {
+        parse(line).unwrap();
+        let span = parse_line_and_event_span(line.as_bytes()).1.expect("a span");
+        let text = &line[span];
+        assert!(text.starts_with('{') && text.ends_with('}'), "{line}");
+    }
+    assert_eq!(parse_line_and_event_span(tick.as_bytes()).1, None);
     let escaped = tick.replace("tick", "t\\u0069ck");
-    assert_eq!(plain_line(&escaped, &mut Vec::new()), None);
+    assert_eq!(plain_line(&escaped, &mut Vec::new(), &mut None), None);
     assert_eq!(parse(&escaped).unwrap().arrival, Arrival::Tick);
     for other in
         [r#"{"at":1,"kind":"tick","event":{}}"#, r#"{"at":1,"kind":"event"}"#, r#"{"kind":"tick"}"#]
     {
-        assert_eq!(plain_line(other, &mut Vec::new()), None, "{other}");
+        assert_eq!(plain_line(other, &mut Vec::new(), &mut None), None, "{other}");
         parse(other).unwrap_err();
     }
 }
