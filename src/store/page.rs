@@ -82,20 +82,21 @@ pub fn pack(page: Vec<u8>) -> Vec<u8> {
     let Some(records) = filled(&page) else { return page };
     let holes = records.to_be_bytes() != count;
     let header = if holes { HOLES_HEADER } else { PACKED_HEADER };
-    let mut v = vec![0; header + lz4_flex::block::get_maximum_output_size(page.len())];
-    v[0] = if holes { PACKED_HOLES } else { PACKED };
-    v[1..5].copy_from_slice(count);
-    v[5..9].copy_from_slice(&len.to_be_bytes());
+    // `compress` writes into capacity it does not zero first (a page-sized buffer zeroed per
+    // page cost 4 % of a burst's instructions); the block is a fifth of the page, copied once.
+    let block = lz4_flex::block::compress(&page);
+    if header + block.len() >= page.len() {
+        return page;
+    }
+    let mut v = Vec::with_capacity(header + block.len());
+    v.push(if holes { PACKED_HOLES } else { PACKED });
+    v.extend_from_slice(count);
+    v.extend_from_slice(&len.to_be_bytes());
     if holes {
-        v[9..13].copy_from_slice(&records.to_be_bytes());
+        v.extend_from_slice(&records.to_be_bytes());
     }
-    match lz4_flex::block::compress_into(&page, &mut v[header..]) {
-        Ok(n) if header + n < page.len() => {
-            v.truncate(header + n);
-            v
-        }
-        _ => page,
-    }
+    v.extend_from_slice(&block);
+    v
 }
 
 /// A packed page's records and their bytes by its header alone, without unpacking it: `None`
@@ -281,6 +282,14 @@ pub(super) fn remove(
             continue;
         };
         let k = [prefix, &first.to_be_bytes()[..]].concat();
+        // A packed page without holes whose every record goes (as a drain acknowledges a
+        // checkpoint's pages) goes without being unpacked.
+        if let Some(n) = whole_packed_page(&v, first, &seqs[i..]) {
+            batch.remove(k);
+            removed += n;
+            i += n;
+            continue;
+        }
         let corrupt = |what| RemoveError::Corrupt(k[..].into(), what);
         let v = unpack(&v).map_err(corrupt)?;
         let slots = keyed_slots(prefix, &k, &v).map_err(corrupt)?;
@@ -305,6 +314,17 @@ pub(super) fn remove(
         i = j.max(i + 1);
     }
     Ok(removed)
+}
+
+/// The number of records of `value` (under sequence `first`) when it is a packed page without
+/// holes (by its header) and `seqs` (ascending, without repeats) begins with all of them.
+fn whole_packed_page(value: &[u8], first: u64, seqs: &[u64]) -> Option<usize> {
+    if value.first() != Some(&PACKED) {
+        return None;
+    }
+    let (records, _) = packed_totals(value)?;
+    let n = usize::try_from(records).ok().filter(|&n| n > 0 && n <= seqs.len())?;
+    (seqs[0] == first && seqs[n - 1] == first + (records - 1)).then_some(n)
 }
 
 /// Adds to `batch` what replaces the value under key `prefix` + `first`: `slots` (consecutive
@@ -514,6 +534,30 @@ mod tests {
         let last = flipped.len() - 3;
         flipped[last] ^= 0xFF;
         let _ = unpack(&flipped); // an error or other bytes, which the records' checks see
+    }
+
+    /// A packed page whose every record is removed goes by its header alone (its block is not
+    /// even read); one losing only some of them is unpacked and written again with holes.
+    #[test]
+    fn a_packed_page_removed_whole_is_not_unpacked() {
+        let tree = sled::Config::new().temporary(true).open().unwrap().open_tree("t").unwrap();
+        let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![1, i, 7, 7, 7, 7, 7, 7, 7, 7]).collect();
+        let mut packed = pack(encode(records.iter().map(Vec::as_slice)));
+        assert_eq!(packed[0], PACKED);
+        // The unpacked length one more than the block gives: the header's totals still hold.
+        let len = u32::from_be_bytes(packed[5..9].try_into().unwrap()) + 1;
+        packed[5..9].copy_from_slice(&len.to_be_bytes());
+        tree.insert(b"o/\0\0\0\0\0\0\0\x0a", packed).unwrap();
+        let all: Vec<u64> = (10..50).collect();
+        let mut batch = sled::Batch::default();
+        let some = remove(&tree, b"o/", &mut batch, &all[..39], Pages::Plain);
+        assert!(matches!(some, Err(RemoveError::Corrupt(..))), "a part: unpacked");
+        let mut batch = sled::Batch::default();
+        let removed =
+            remove(&tree, b"o/", &mut batch, &[&all[..], &[50, 9]].concat(), Pages::Plain);
+        assert_eq!(removed.ok(), Some(40), "the whole page, and nothing for 9 and 50");
+        tree.apply_batch(batch).unwrap();
+        assert!(tree.is_empty());
     }
 
     #[test]
