@@ -17,7 +17,7 @@ use super::telemetry::Telemetry;
 use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TraceSource;
-use crate::store::{JournalRecord, Origin};
+use crate::store::{JournalRecord, Origin, PreparedJournal};
 use crate::trace::parse::salvage_at;
 
 /// One line read: `(at, origin, bytes)` as the journal takes it.
@@ -93,6 +93,8 @@ pub(super) struct IngestParams {
     pub exit_at_end: bool,
     /// Where the group commits report their duration.
     pub telemetry: Telemetry,
+    /// The store's `raw_threshold` (a line this long goes to a segment file).
+    pub raw_threshold: usize,
 }
 
 /// Reads, journals and forwards the source's lines until the end (with `exit_at_end`) or until
@@ -133,7 +135,7 @@ pub(super) async fn ingest(
                     if wait_until(d, &mut stop).await {
                         break;
                     }
-                    commit(&store, &p.telemetry, &tx, std::mem::take(&mut pending)).await?;
+                    commit(&store, &p, &tx, std::mem::take(&mut pending)).await?;
                     deadline = None;
                 }
                 if wait_until(due, &mut stop).await {
@@ -145,17 +147,17 @@ pub(super) async fn ingest(
                 Instant::now() + std::time::Duration::from_millis(p.commit_interval_ms as u64)
             });
             if pending.len() >= p.commit_records || Instant::now() >= d {
-                commit(&store, &p.telemetry, &tx, std::mem::take(&mut pending)).await?;
+                commit(&store, &p, &tx, std::mem::take(&mut pending)).await?;
                 deadline = None;
             }
         }
         if !paced && !pending.is_empty() {
-            commit(&store, &p.telemetry, &tx, std::mem::take(&mut pending)).await?;
+            commit(&store, &p, &tx, std::mem::take(&mut pending)).await?;
             deadline = None;
         }
     }
     if !pending.is_empty() {
-        commit(&store, &p.telemetry, &tx, pending).await?;
+        commit(&store, &p, &tx, pending).await?;
     }
     if !p.exit_at_end {
         while !*stop.borrow() {
@@ -180,11 +182,11 @@ async fn wait_until(t: Instant, stop: &mut watch::Receiver<bool>) -> bool {
 /// decide stage: the source position advances only now, with the records durable.
 async fn commit(
     store: &SharedStore,
-    telemetry: &Telemetry,
+    p: &IngestParams,
     tx: &mpsc::Sender<Vec<JournalRecord>>,
     lines: Vec<Line>,
 ) -> Result<(), AppError> {
-    let records = journal(store, telemetry, lines).await?;
+    let records = journal(store, &p.telemetry, p.raw_threshold, lines).await?;
     tx.send(records).await.map_err(|_| AppError::StageGone("decide"))
 }
 
@@ -194,14 +196,21 @@ async fn commit(
 pub(super) async fn journal(
     store: &SharedStore,
     telemetry: &Telemetry,
+    raw_threshold: usize,
     lines: Vec<Line>,
 ) -> Result<Vec<JournalRecord>, AppError> {
     let store = store.clone();
     let (records, took_s) = tokio::task::spawn_blocking(move || {
-        let mut s = lock(&store);
         // A fresh clock: its monotonic reading is the time since this line.
         let clock = SystemClock::new();
-        let range = s.append_journal_from(&lines)?;
+        // Encoded and packed before the lock is taken: the decide stage's checkpoints and the
+        // forwarder wait for sled's batch alone.
+        let prepared = PreparedJournal::new(&lines, raw_threshold);
+        let mut s = lock(&store);
+        let range = match prepared {
+            Some(p) => s.append_prepared_journal(p)?,
+            None => s.append_journal_from(&lines)?,
+        };
         // The journal stage's span: which positions this group commit made durable.
         let _span = tracing::debug_span!(
             "journal",

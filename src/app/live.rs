@@ -81,6 +81,8 @@ pub(super) struct LiveParams {
     pub(super) commit_interval_ms: i64,
     /// Where the group commits report their duration, and bus sources their overruns.
     pub(super) telemetry: super::telemetry::Telemetry,
+    /// The store's `raw_threshold` (a line this long goes to a segment file).
+    pub(super) raw_threshold: usize,
 }
 
 /// One `samples` trace line (docs/contracts.md section 8) as written to the journal.
@@ -206,7 +208,9 @@ pub(super) async fn ingest_live<A: Adapter>(
                 Instant::now() + Duration::from_millis(p.commit_interval_ms.max(0) as u64)
             });
             if ended || got.lines.len() >= p.commit_records || Instant::now() >= d {
-                let records = journal(&store, &p.telemetry, std::mem::take(&mut got.lines)).await?;
+                let records =
+                    journal(&store, &p.telemetry, p.raw_threshold, std::mem::take(&mut got.lines))
+                        .await?;
                 last_line_mono = now.mono_ms;
                 deadline = None;
                 owed = Some(records);

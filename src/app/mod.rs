@@ -234,6 +234,7 @@ async fn run_pipeline(
             commit_records: config.store.commit_records,
             commit_interval_ms: config.store.commit_interval_ms,
             telemetry: telemetry.clone(),
+            raw_threshold: opts.store.raw_threshold,
         };
         match source {
             SourceConfig::Trace(trace) => {
@@ -245,6 +246,7 @@ async fn run_pipeline(
                     commit_interval_ms: config.store.commit_interval_ms,
                     exit_at_end: opts.exit_at_end,
                     telemetry: telemetry.clone(),
+                    raw_threshold: opts.store.raw_threshold,
                 };
                 ingests.spawn(ingest::ingest(p, store, tx, stop));
             }

@@ -72,6 +72,38 @@ impl Body {
     }
 }
 
+/// Journal records encoded and packed into their pages without the store, keyed by their index
+/// among the records: all [`Store::append_prepared_journal`] leaves to do is to place them.
+#[derive(Debug)]
+pub struct PreparedJournal {
+    records: usize,
+    /// (index of the page's first record, the page's value)
+    pages: Vec<(usize, Vec<u8>)>,
+}
+
+impl PreparedJournal {
+    /// `records` `(at, origin, line)` prepared, or `None` when a line is `raw_threshold` bytes
+    /// or longer: such a line goes to a segment file, which needs its position, so
+    /// [`Store::append_journal_from`] takes them all.
+    pub fn new(records: &[(i64, Origin, Vec<u8>)], raw_threshold: usize) -> Option<Self> {
+        if records.iter().any(|(_, _, line)| line.len() >= raw_threshold) {
+            return None;
+        }
+        let values: Vec<Vec<u8>> =
+            records.iter().map(|(at, o, line)| encode(*at, Some(*o), line)).collect();
+        Some(Self::pack(&values))
+    }
+
+    fn pack(values: &[Vec<u8>]) -> Self {
+        let records: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let pages = page::runs(&records)
+            .into_iter()
+            .map(|(i, run)| (i, page::value(run, page::Pages::Packed)))
+            .collect();
+        PreparedJournal { records: values.len(), pages }
+    }
+}
+
 fn encode(at: i64, origin: Option<Origin>, line: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(19 + line.len());
     v.push(if origin.is_some() { VERSION_ORIGIN } else { VERSION });
@@ -215,15 +247,24 @@ impl Store {
         self.poison_on_error(r)
     }
 
+    /// [`Store::append_journal_from`] of records a [`PreparedJournal`] already encoded and
+    /// packed: only their keys are chosen here (the ingest prepares them before it takes the
+    /// store's lock, so the lock is held for sled's batch alone).
+    pub fn append_prepared_journal(&mut self, prepared: PreparedJournal) -> Result<Range<u64>> {
+        self.usable()?;
+        let first = self.next_journal;
+        let r = self.apply_journal_pages(first, prepared);
+        self.poison_on_error(r)
+    }
+
     fn append_journal_inner<'a>(
         &mut self,
         records: impl Iterator<Item = (i64, Option<Origin>, &'a [u8])>,
     ) -> Result<Range<u64>> {
         let first = self.next_journal;
         let mut values = Vec::new();
-        let mut pos = first;
         let mut raw = false;
-        for (at, origin, line) in records {
+        for (pos, (at, origin, line)) in (first..).zip(records) {
             if line.len() >= self.opts.raw_threshold {
                 let r = self.segments.append(pos, line).map_err(|e| self.segment_err(e))?;
                 values.push(encode_ref(at, origin, &r));
@@ -231,17 +272,21 @@ impl Store {
             } else {
                 values.push(encode(at, origin, line));
             }
-            pos += 1;
         }
         if raw {
             failpoint!("store::segments::after_write");
         }
-        let records: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        self.apply_journal_pages(first, PreparedJournal::pack(&values))
+    }
+
+    /// Writes `prepared`'s pages under the positions from `first` on, in one batch.
+    fn apply_journal_pages(&mut self, first: u64, prepared: PreparedJournal) -> Result<Range<u64>> {
         let mut batch = sled::Batch::default();
-        for (i, run) in page::runs(&records) {
-            batch.insert(&(first + i as u64).to_be_bytes(), page::value(run, page::Pages::Packed));
+        for (i, page) in prepared.pages {
+            batch.insert(&(first + i as u64).to_be_bytes(), page);
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
+        let pos = first + prepared.records as u64;
         self.next_journal = pos;
         if pos > first {
             self.dirty.store(true, Ordering::Release);

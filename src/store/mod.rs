@@ -109,7 +109,7 @@ pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;
 pub use history::{HistoryLines, HistoryTrim};
-pub use journal::{JournalRecord, Origin};
+pub use journal::{JournalRecord, Origin, PreparedJournal};
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_compact::Compacted;
 pub use outbox_read::OutboxScan;

@@ -371,6 +371,42 @@ fn journal_records_with_an_origin_pass_the_startup_check() {
     assert_eq!(s.journal_last_offset(0, 0).unwrap(), Some(42));
 }
 
+/// Records prepared outside the store (as the ingest does before it takes the lock) are
+/// journaled exactly as `append_journal_from` journals them, across pages and a reopen; a line
+/// long enough for a segment file is left to `append_journal_from`.
+#[test]
+fn a_prepared_journal_is_written_as_the_store_writes_it() {
+    let opts = StoreOptions { raw_threshold: 64, ..small() };
+    let records: Vec<(i64, Origin, Vec<u8>)> = (0..900)
+        .map(|i| (i, Origin { source: 1, end_offset: 10 * i as u64 }, format!("line {i}").into()))
+        .collect();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let written = |dir: &Path, prepared: bool| {
+        {
+            let mut s = Store::open(dir, opts.clone()).unwrap();
+            s.append_journal(&[(0, b"before".to_vec())]).unwrap();
+            let range = if prepared {
+                let p = PreparedJournal::new(&records, opts.raw_threshold).unwrap();
+                s.append_prepared_journal(p).unwrap()
+            } else {
+                s.append_journal_from(&records).unwrap()
+            };
+            assert_eq!(range, 2..902);
+            assert!(s.journal.len() > 2, "more than one page");
+            s.commit().unwrap();
+        }
+        let s = Store::open(dir, opts.clone()).unwrap();
+        assert_eq!(s.next_journal_pos(), 902);
+        let pages: Vec<_> = s.journal.iter().collect::<sled::Result<_>>().unwrap();
+        (s.journal_records_from(1).collect::<Result<Vec<_>>>().unwrap(), pages)
+    };
+    let (by_store, by_prepared) = (written(a.path(), false), written(b.path(), true));
+    assert_eq!(by_store.0.len(), 901);
+    assert_eq!(by_prepared, by_store, "the same records under the same keys and values");
+    let long = [(0, Origin { source: 1, end_offset: 1 }, vec![b'x'; 64])];
+    assert!(PreparedJournal::new(&long, opts.raw_threshold).is_none());
+}
+
 #[test]
 fn raw_lines_live_in_segments_and_whole_segments_go_when_unreferenced() {
     let tmp = tempfile::tempdir().unwrap();

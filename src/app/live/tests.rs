@@ -120,6 +120,7 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
         commit_records: 8,
         commit_interval_ms: 50,
         telemetry: telemetry.clone(),
+        raw_threshold: StoreOptions::default().raw_threshold,
     };
     let at = Box::new(ManualClock::new(T + 10_000));
     let adapter = BusAdapter::new(&sensor, telemetry.metrics.clone());
