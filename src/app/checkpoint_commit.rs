@@ -49,6 +49,11 @@ impl CommitInFlight {
         Ok(CommitInFlight { handle, through, received_s })
     }
 
+    /// Whether the commit is still running.
+    pub(super) fn running(&self) -> bool {
+        !self.handle.is_finished()
+    }
+
     /// Waits until the commit is done: what it was started with, or its error if it failed
     /// (the store is poisoned then).
     pub(super) fn finish(self) -> Result<(Through, Vec<f64>), AppError> {

@@ -13,7 +13,7 @@ use parking_lot::RwLockWriteGuard;
 
 use tokio::sync::{mpsc, Notify};
 
-use super::checkpoint_commit::CommitInFlight;
+use super::checkpoint_commit::{CommitInFlight, Through};
 use super::outputs::Pending;
 use super::telemetry::Telemetry;
 use super::{lock, read, AppError, SharedStore};
@@ -143,6 +143,10 @@ impl DedupPages {
         crate::store::DedupChange { add, remove }
     }
 }
+
+/// At most this many batches of `commit_records` go into one checkpoint while the last
+/// checkpoint's commit runs ([`DecideStage::commit_busy`]).
+const MERGED_BATCHES: usize = 2;
 
 impl DecideStage {
     /// The stage restored from the store's checkpoint (a fresh decider when there is none).
@@ -283,7 +287,7 @@ impl DecideStage {
             }
             self.decide(&batch);
             let due = clock.monotonic_ms() - last_cp >= self.commit_interval_ms;
-            if due || self.pending.records >= self.commit_records {
+            if (due || self.pending.records >= self.commit_records) && !self.commit_busy() {
                 self.checkpoint(false, true)?;
                 last_cp = clock.monotonic_ms();
             }
@@ -395,36 +399,63 @@ impl DecideStage {
     /// Writes the checkpoint batch if anything was decided since the last one, wakes the
     /// forwarder, commits, then truncates the journal (when a batch's worth can go, or always
     /// when `last`). With `defer` the commit runs on its own thread while the next records are
-    /// decided ([`CommitInFlight`]); the previous checkpoint's commit is finished first.
+    /// decided ([`CommitInFlight`]); the previous checkpoint's commit is finished first, and
+    /// what it allows ([`Self::housekeep`]) is done under this checkpoint's hold of the lock.
     fn checkpoint(&mut self, last: bool, defer: bool) -> Result<(), AppError> {
-        self.finish_commit()?;
+        let finished = self.finish_commit()?;
         if self.pending.is_empty() {
+            if let Some(through) = finished.filter(|t| self.housekeeping_due(false, t.0)) {
+                let shared = self.store.clone();
+                self.housekeep(&mut lock(&shared), false, through)?;
+            }
             return Ok(());
         }
-        self.checkpoint_store(last, defer && !last)
+        self.checkpoint_store(last, defer && !last, finished)
     }
 
-    /// Waits for the checkpoint commit in flight, if any, and does what follows it.
-    fn finish_commit(&mut self) -> Result<(), AppError> {
+    /// Whether a checkpoint due now had better wait: the last one's commit is still on the
+    /// disk and fewer than [`MERGED_BATCHES`] batches' worth are decided. Deciding goes on
+    /// meanwhile and the next checkpoint takes it all, instead of waiting for the commit: in a
+    /// burst, where an fsync takes longer than deciding a batch, checkpoints (and their commits)
+    /// grow rather than queue.
+    fn commit_busy(&self) -> bool {
+        self.in_flight.as_ref().is_some_and(CommitInFlight::running)
+            && self.pending.records < MERGED_BATCHES * self.commit_records
+    }
+
+    /// Waits for the checkpoint commit in flight, if any, and reports it: what it covered.
+    fn finish_commit(&mut self) -> Result<Option<Through>, AppError> {
         match self.in_flight.take() {
             Some(c) => {
                 let (through, received) = c.finish()?;
-                self.after_commit(false, through, received)
+                self.committed(through, &received)?;
+                Ok(Some(through))
             }
-            None => Ok(()),
+            None => Ok(None),
         }
     }
 
-    fn checkpoint_store(&mut self, last: bool, defer: bool) -> Result<(), AppError> {
+    /// `finished`: a commit finished since the last checkpoint, whose housekeeping is due.
+    fn checkpoint_store(
+        &mut self,
+        last: bool,
+        defer: bool,
+        finished: Option<Through>,
+    ) -> Result<(), AppError> {
+        // Encoded before the lock is taken: the ingest and the forwarder need not wait for it.
         let payload = CheckpointPayload {
             decider: self.decider.snapshot(),
             offsets: self.offsets.clone(),
             rule_version: self.rule_version.clone(),
-        };
+        }
+        .encode();
         let dedup =
             self.dedup_pages.change(self.decider.take_dedup_page(), &self.decider.dedup_horizons());
         let shared = self.store.clone();
         let mut store = lock(&shared);
+        if let Some(through) = finished {
+            self.housekeep(&mut store, false, through)?;
+        }
         let (outbox, ledger, mut puts) =
             self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq(), |frame| {
                 store.append_frame(frame)
@@ -439,7 +470,7 @@ impl DecideStage {
         puts.push(crate::store::sensor_book_put(&self.sensors));
         store.apply_checkpoint_with_dedup(
             self.last_pos,
-            &payload.encode(),
+            &payload,
             &outbox,
             &ledger,
             &puts,
@@ -463,42 +494,59 @@ impl DecideStage {
         }
         store.commit()?;
         drop(store);
-        self.after_commit(last, through, received)
+        self.committed(through, &received)?;
+        if self.housekeeping_due(last, through.0) {
+            self.housekeep(&mut lock(&shared), last, through)?;
+        }
+        Ok(())
     }
 
-    /// What follows a checkpoint's commit; `through`: the last position it covers and that
-    /// record's ingest time; `received`: the receipt times of the batches it covers.
-    fn after_commit(
-        &mut self,
-        last: bool,
-        (last_pos, last_at): (u64, Option<i64>),
-        received: Vec<f64>,
-    ) -> Result<(), AppError> {
+    /// What follows a checkpoint's commit at once: its telemetry. `through`: the last position
+    /// it covers and that record's ingest time; `received`: the receipt times of the batches it
+    /// covers.
+    fn committed(&mut self, (_, last_at): Through, received: &[f64]) -> Result<(), AppError> {
         crate::app::failpoint!("app::decide::after_checkpoint");
         let now = self.clock.monotonic_s();
         let latencies: Vec<f64> = received.iter().map(|t| (now - t).max(0.0)).collect();
         self.telemetry.checkpointed(&self.decider, last_at, &latencies);
         self.telemetry.heartbeat.bump();
-        let shared = self.store.clone();
-        let start = read(&shared).journal_start();
-        // The exclusive lock only when a truncation is due: a batch's worth decided since the
-        // floor was last set (retention may have moved the start meanwhile: it is read again).
-        if last || last_pos + 1 >= start.max(self.floor) + self.commit_records as u64 {
-            let mut store = lock(&shared);
-            let oldest = self.oldest_referenced(&store)?;
-            let floor = oldest.map_or(last_pos + 1, |p| p.min(last_pos + 1));
-            self.floor = floor;
-            store.set_history_floor(floor);
-            // History: what is older than the horizon goes (docs/contracts.md section 11).
-            let keep = match last_at {
-                Some(at) => {
-                    store.journal_history_start(at.saturating_sub(self.history_ms), floor)?
-                }
-                None => store.journal_start(),
-            };
-            if keep > store.journal_start() {
-                store.truncate_journal_before(keep)?;
-            }
+        Ok(())
+    }
+
+    /// Whether [`Self::housekeep`] after a checkpoint through `last_pos` may have work: a batch's
+    /// worth decided since the floor was last set, or `last`. Told without the store, so that the
+    /// lock is not taken for nothing.
+    fn housekeeping_due(&self, last: bool, last_pos: u64) -> bool {
+        last || last_pos + 1 >= self.floor + self.commit_records as u64
+    }
+
+    /// What a durable checkpoint through `last_pos` allows, under the store's exclusive lock:
+    /// the floor moves up and the journal loses what is older than the history horizon, when a
+    /// batch's worth was decided since the floor was last set (retention may have moved the
+    /// journal's start past it) or when `last`. A deferred commit's is done in the next
+    /// checkpoint's hold of the lock: taking the lock apart waited, at every checkpoint of a
+    /// burst, for the ingest's and the forwarder's commits to release its shared side.
+    fn housekeep(
+        &mut self,
+        store: &mut Store,
+        last: bool,
+        (last_pos, last_at): Through,
+    ) -> Result<(), AppError> {
+        let start = store.journal_start().max(self.floor);
+        if !last && last_pos + 1 < start + self.commit_records as u64 {
+            return Ok(());
+        }
+        let oldest = self.oldest_referenced(store)?;
+        let floor = oldest.map_or(last_pos + 1, |p| p.min(last_pos + 1));
+        self.floor = floor;
+        store.set_history_floor(floor);
+        // History: what is older than the horizon goes (docs/contracts.md section 11).
+        let keep = match last_at {
+            Some(at) => store.journal_history_start(at.saturating_sub(self.history_ms), floor)?,
+            None => store.journal_start(),
+        };
+        if keep > store.journal_start() {
+            store.truncate_journal_before(keep)?;
         }
         Ok(())
     }
