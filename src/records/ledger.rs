@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::records::outbox::GapNotice;
 
+mod accepted_cbor;
 mod text;
 
 const VERSION: u8 = 1;
@@ -174,6 +175,11 @@ impl LedgerRecord {
 
     /// The bytes stored in the ledger.
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.push(VERSION);
+        if accepted_cbor::write(self, &mut out) {
+            return out;
+        }
         super::cbor::encode(&[VERSION], self)
     }
 
