@@ -5,10 +5,12 @@
 //! commit (sled's flush, then the fsyncs: milliseconds of waiting on the disk) to a
 //! [`CommitInFlight`], which takes the lock's shared side on its own thread. Deciding needs no
 //! lock, so the next batch is decided meanwhile; the next checkpoint's batch waits for the
-//! exclusive lock, so at most one commit is in flight and checkpoints become durable in order.
+//! exclusive lock, so at most one commit is in flight and checkpoints become durable in order
+//! (a checkpoint due while the commit still [`CommitInFlight::running`] is put off, deciding on).
 //! What must follow durability (the journal's truncation, the latency and heartbeat telemetry)
-//! runs when the stage [`CommitInFlight::finish`]es it: before its next checkpoint, before it
-//! waits for input, and at its end.
+//! runs when the stage [`CommitInFlight::finish`]es it: before its next checkpoint (the
+//! truncation inside that checkpoint's hold of the lock), before it waits for input, and at its
+//! end.
 //!
 //! Nothing reads the checkpoint as durable before that: the forwarder may publish its records
 //! meanwhile, as it already could while the stage committed them itself (a crash before the

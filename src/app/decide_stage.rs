@@ -1,10 +1,12 @@
 //! The decide stage: a dedicated thread (sled and the decider are blocking work) that consumes
 //! journal records in position order — first those after the checkpoint that were journaled
 //! before this start, then each batch the ingest tasks commit — decides them, and checkpoints
-//! its state, outbox, ledger and archive records in one batch every `commit_records` records,
-//! every `commit_interval`, and whenever its input runs dry. It wakes the forwarder once the
-//! checkpoint's batch is applied, commits it under the store's shared lock (the forwarder reads
-//! meanwhile), then truncates the journal below what is still needed.
+//! its state, outbox, ledger and archive records in one batch every `commit_records` records
+//! (up to twice that while the last checkpoint's commit still runs), every `commit_interval`, and
+//! whenever its input runs dry. It wakes the forwarder once the checkpoint's batch is applied,
+//! commits it under the store's shared lock (the forwarder reads meanwhile), then truncates the
+//! journal below what is still needed (after a commit on its own thread: in the next
+//! checkpoint's hold of the lock).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
