@@ -175,12 +175,8 @@ impl LedgerRecord {
 
     /// The bytes stored in the ledger.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
-        out.push(VERSION);
-        if accepted_cbor::write(self, &mut out) {
-            return out;
-        }
-        super::cbor::encode(&[VERSION], self)
+        accepted_cbor::encode(&[VERSION], self)
+            .unwrap_or_else(|| super::cbor::encode(&[VERSION], self))
     }
 
     pub fn decode(bytes: &[u8]) -> Result<LedgerRecord, LedgerDecodeError> {

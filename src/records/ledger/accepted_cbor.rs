@@ -7,9 +7,8 @@
 
 use super::{Acceptance, LedgerEntry, LedgerRecord};
 
-/// `record`'s CBOR when it is an `accepted` record, appended to `out`; false (nothing written)
-/// for any other.
-pub(super) fn write(record: &LedgerRecord, out: &mut Vec<u8>) -> bool {
+/// `prefix` then `record`'s CBOR when it is an `accepted` record; `None` for any other.
+pub(super) fn encode(prefix: &[u8], record: &LedgerRecord) -> Option<Vec<u8>> {
     let LedgerEntry::Accepted {
         event_id,
         machine,
@@ -22,8 +21,12 @@ pub(super) fn write(record: &LedgerRecord, out: &mut Vec<u8>) -> bool {
         counted,
     } = &record.entry
     else {
-        return false;
+        return None;
     };
+    let mut v =
+        Vec::with_capacity(prefix.len() + 192 + event_id.len() + machine.len() + sensor.len());
+    let out = &mut v;
+    out.extend_from_slice(prefix);
     map(out, 2);
     text(out, "at_ms");
     int(out, record.at_ms);
@@ -56,7 +59,7 @@ pub(super) fn write(record: &LedgerRecord, out: &mut Vec<u8>) -> bool {
     head(out, 0, *outbox_seq);
     text(out, "counted");
     out.push(if *counted { 0xF5 } else { 0xF4 });
-    true
+    Some(v)
 }
 
 /// A CBOR head: major type `major` (0 unsigned, 1 negative, 3 text, 5 map) and its argument,
@@ -155,9 +158,7 @@ mod tests {
             how in (0u8..3, any::<bool>()),
         ) {
             let r = accepted(ints, strings, how);
-            let mut out = Vec::new();
-            prop_assert!(write(&r, &mut out));
-            prop_assert_eq!(out, by_serde(&r));
+            prop_assert_eq!(encode(&[1], &r), Some([&[1][..], &by_serde(&r)].concat()));
         }
     }
 
@@ -166,8 +167,6 @@ mod tests {
     fn another_record_is_left_to_serde() {
         let r =
             LedgerRecord::new(1, LedgerEntry::Duplicate { event_id: "e".into(), journal_pos: 2 });
-        let mut out = Vec::new();
-        assert!(!write(&r, &mut out));
-        assert!(out.is_empty());
+        assert_eq!(encode(&[1], &r), None);
     }
 }
