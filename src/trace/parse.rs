@@ -29,18 +29,15 @@ pub type Verdict = Result<TraceLine, (Option<i64>, Rejection)>;
 /// Parses one trace line (without its newline). On rejection returns the line's `at` when it could
 /// be read: always once `at` itself is valid; for a line that is not valid JSON, when the line
 /// starts with `{"at": <integer>,` (whitespace allowed); never for an oversized line.
-pub fn parse_line(line: &[u8]) -> Result<TraceLine, (Option<i64>, Rejection)> {
+pub fn parse_line(line: &[u8]) -> Verdict {
     parse_line_reusing(line, &mut Vec::new())
 }
 
 /// [`parse_line`], writing an accepted event's `event_id`, `machine` and `sensor` into strings
 /// taken from `spare` where it has some (`replay` hands back those of the events it decided):
 /// the same result, without allocating them anew.
-pub fn parse_line_reusing(
-    line: &[u8],
-    spare: &mut Vec<String>,
-) -> Result<TraceLine, (Option<i64>, Rejection)> {
-    parse_line_spanning(line, spare, &mut None)
+pub fn parse_line_reusing(line: &[u8], spare: &mut Vec<String>) -> Verdict {
+    parse_line_spanning(line, spare).0
 }
 
 /// [`parse_line`], and for an event line the fastest path read, where in `line` its `event`
@@ -48,16 +45,29 @@ pub fn parse_line_reusing(
 /// another path decided. The decide stage keeps those bytes as the event's outbox payload, so it
 /// need not find them again.
 pub fn parse_line_and_event_span(line: &[u8]) -> (Verdict, Option<Range<usize>>) {
-    let mut span = None;
-    let parsed = parse_line_spanning(line, &mut Vec::new(), &mut span);
-    (parsed, span)
+    parse_line_spanning(line, &mut Vec::new())
 }
 
-fn parse_line_spanning(
-    line: &[u8],
-    spare: &mut Vec<String>,
-    event_span: &mut Option<Range<usize>>,
-) -> Result<TraceLine, (Option<i64>, Rejection)> {
+fn parse_line_spanning(line: &[u8], spare: &mut Vec<String>) -> (Verdict, Option<Range<usize>>) {
+    let text = match checked_text(line) {
+        Ok(text) => text,
+        Err(rejected) => return (Err(rejected), None),
+    };
+    // Fast path: a line no longer than an event may be can hold no oversized event, so its event
+    // is read in the same pass. Any error there is answered by the exact path.
+    if text.len() <= MAX_EVENT_BYTES {
+        if let Some((tl, event_span)) = plain_line(text, spare) {
+            return (Ok(tl), event_span);
+        }
+        if let Ok(top) = read_top::<LINE_SLOTS>(text, &LINE_SHAPE, Pass::Inline) {
+            return (validate_line(top, text, None), None);
+        }
+    }
+    (exact_line(line, text), None)
+}
+
+/// `line` as UTF-8 text within the size limit, or its rejection.
+fn checked_text(line: &[u8]) -> Result<&str, (Option<i64>, Rejection)> {
     if line.len() > MAX_LINE_BYTES {
         return Err((
             None,
@@ -67,27 +77,16 @@ fn parse_line_spanning(
             ),
         ));
     }
-    let text = std::str::from_utf8(line).map_err(|e| {
+    std::str::from_utf8(line).map_err(|e| {
         let detail = format!("not UTF-8: invalid byte at offset {}", e.valid_up_to());
         (salvage_at(line), Rejection::new(Reason::MalformedJson, detail))
-    })?;
-    // Fast path: a line no longer than an event may be can hold no oversized event, so its event
-    // is read in the same pass. Any error there is answered by the exact path.
-    if text.len() <= MAX_EVENT_BYTES {
-        if let Some(tl) = plain_line(text, spare, event_span) {
-            return Ok(tl);
-        }
-        if let Ok(top) = read_top::<LINE_SLOTS>(text, &LINE_SHAPE, Pass::Inline) {
-            return validate_line(top, text, None);
-        }
-    }
-    exact_line(line, text)
+    })
 }
 
 /// The reference path for a UTF-8 line within the size limit (`text` is `line` as UTF-8).
 /// Public only for the fuzz target `trace_line` (fuzz/), which checks [`parse_line`] against it.
 #[doc(hidden)]
-pub fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Rejection)> {
+pub fn exact_line(line: &[u8], text: &str) -> Verdict {
     read_top_with_fallback::<LINE_SLOTS, _>(text, &LINE_SHAPE, |top, patched| {
         validate_line(top, text, patched)
     })
@@ -98,12 +97,9 @@ pub fn exact_line(line: &[u8], text: &str) -> Result<TraceLine, (Option<i64>, Re
 /// `event` line whose event the event fast path accepts, with nothing else in it, in the plain
 /// JSON [`Scan`] reads. It reads the line straight into a [`TraceLine`] (no slots) and succeeds
 /// only where [`exact_line`] accepts with the same result; anything else (another kind, an unknown
-/// or repeated key, an escape, a wrong type) gives `None` and the paths above decide.
-fn plain_line(
-    text: &str,
-    spare: &mut Vec<String>,
-    event_span: &mut Option<Range<usize>>,
-) -> Option<TraceLine> {
+/// or repeated key, an escape, a wrong type) gives `None` and the paths above decide. With the
+/// line, where its event object is (for an event line).
+fn plain_line(text: &str, spare: &mut Vec<String>) -> Option<(TraceLine, Option<Range<usize>>)> {
     let mut scan = Scan::new(text);
     let mut span = None;
     let (mut at, mut kind, mut event) = (None, None, None);
@@ -131,9 +127,7 @@ fn plain_line(
         (Kind::Tick, None) => Arrival::Tick,
         _ => return None,
     };
-    let line = TraceLine { at: at?, arrival };
-    *event_span = span;
-    Some(line)
+    Some((TraceLine { at: at?, arrival }, span))
 }
 
 const LINE_SLOTS: usize = 11;
@@ -206,7 +200,7 @@ fn validate_line(
     mut top: Box<Top<'_, LINE_SLOTS>>,
     original: &str,
     patched: Option<&Patched>,
-) -> Result<TraceLine, (Option<i64>, Rejection)> {
+) -> Verdict {
     let at = required(top.vals[L_AT].as_ref(), "at")
         .and_then(|v| as_i64(v, "at"))
         .map_err(|r| (None, r))?;
