@@ -55,7 +55,7 @@ impl Evidence {
             for e in &a.evidence {
                 let span =
                     e.samples.map_or((e.ts_ms - 1000, e.ts_ms - 1), |r| (r.from_ms, r.to_ms));
-                events.entry((a.machine.clone(), e.sensor.clone())).or_default().push(span);
+                events.entry((a.machine.clone(), e.sensor.to_string())).or_default().push(span);
             }
         }
         for ts in events.values_mut() {

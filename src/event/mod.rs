@@ -2,6 +2,7 @@
 //!
 //! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`.
 
+pub mod fingerprint;
 pub mod parse;
 pub mod schema2;
 
@@ -169,36 +170,6 @@ pub struct Event {
     pub samples: Option<SampleRef>,
 }
 
-impl Event {
-    /// A 64-bit fingerprint of everything but `event_id`, used to tell a duplicate (same content)
-    /// from an id conflict (different content). XXH3 over a fixed layout of the fields (the names
-    /// by their own XXH3): stable
-    /// across runs, platforms and versions, so replays decide the same.
-    pub fn fingerprint(&self) -> u64 {
-        use xxhash_rust::xxh3::xxh3_64;
-        let samples = self.samples.map_or([0; 3], |r| [r.block_seq as i64, r.from_ms, r.to_ms]);
-        let words = [
-            xxh3_64(self.machine.as_bytes()) as i64,
-            xxh3_64(self.sensor.as_bytes()) as i64,
-            self.seq as i64,
-            self.ts_ms,
-            self.clock.err_ms.map_or(-1, i64::from),
-            self.value.to_bits() as i64,
-            i64::from(self.schema),
-            samples[0],
-            samples[1],
-            samples[2],
-        ];
-        let mut fixed = [0u8; 82];
-        for (i, w) in words.iter().enumerate() {
-            fixed[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
-        }
-        fixed[80] = (self.clock.state as u8) << 4 | self.samples.is_some() as u8;
-        fixed[81] = (self.metric as u8) << 4 | (self.unit as u8) << 2 | self.quality as u8;
-        xxh3_64(&fixed)
-    }
-}
-
 /// True when `s` is 1..=64 bytes of `[A-Za-z0-9_.-]` (machine and sensor names).
 pub fn is_identifier(s: &str) -> bool {
     !s.is_empty()
@@ -216,53 +187,6 @@ mod tests {
         assert_eq!(Unit::Ms2.convert(9.80665, Unit::G), Some(1.0));
         assert_eq!(Unit::MmS.convert(1.0, Unit::G), None);
         assert_eq!(Unit::G.convert(1.0, Unit::MmS), None);
-    }
-
-    #[test]
-    fn fingerprint_sees_every_field_but_the_id() {
-        let e = Event {
-            event_id: "gw.s1.1".into(),
-            machine: "press-7".into(),
-            sensor: "s1".into(),
-            seq: 1,
-            ts_ms: 1_700_000_000_000,
-            clock: ClockEvidence { state: ClockState::Synced, err_ms: Some(2) },
-            metric: Metric::AccelRms,
-            value: 0.7,
-            unit: Unit::G,
-            schema: 1,
-            quality: Quality::Good,
-            samples: Some(SampleRef { block_seq: 1, from_ms: 0, to_ms: 1000 }),
-        };
-        let f = e.fingerprint();
-        assert_eq!(Event { event_id: "other".into(), ..e.clone() }.fingerprint(), f);
-        let changed = [
-            Event { machine: "press-8".into(), ..e.clone() },
-            Event { sensor: "s2".into(), ..e.clone() },
-            Event { machine: "press-7s".into(), sensor: "1".into(), ..e.clone() },
-            Event { seq: 2, ..e.clone() },
-            Event { ts_ms: e.ts_ms + 1, ..e.clone() },
-            Event {
-                clock: ClockEvidence { state: ClockState::Holdover, err_ms: Some(2) },
-                ..e.clone()
-            },
-            Event { clock: ClockEvidence { state: ClockState::Synced, err_ms: None }, ..e.clone() },
-            Event { metric: Metric::AccelPeak, ..e.clone() },
-            Event { value: 0.71, ..e.clone() },
-            Event { unit: Unit::Ms2, ..e.clone() },
-            Event { schema: 2, ..e.clone() },
-            Event { quality: Quality::Uncertain, ..e.clone() },
-            Event { samples: None, ..e.clone() },
-            Event {
-                samples: Some(SampleRef { block_seq: 2, from_ms: 0, to_ms: 1000 }),
-                ..e.clone()
-            },
-        ];
-        for c in &changed {
-            assert_ne!(c.fingerprint(), f, "{c:?}");
-        }
-        let long = Event { machine: "m".repeat(200), ..e.clone() };
-        assert_ne!(long.fingerprint(), f);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The alert record (docs/contracts.md section 6). Every record carries the whole state of its incident.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::event::{ClockEvidence, ClockState, Event, Quality, SampleRef, Unit};
@@ -16,8 +18,10 @@ pub enum AlertKind {
 /// One event of `evidence`: what a reviewer needs to find the samples behind an alert.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvidenceItem {
-    pub event_id: String,
-    pub sensor: String,
+    /// Shared with the rule core's index of high events (`incidents::Key`).
+    pub event_id: Arc<str>,
+    /// Shared by every item of the sensor.
+    pub sensor: Arc<str>,
     pub seq: u64,
     pub ts_ms: i64,
     /// As the event carried it, in `unit`.
@@ -30,9 +34,14 @@ pub struct EvidenceItem {
 
 impl EvidenceItem {
     pub fn of(e: &Event) -> Self {
+        Self::with_names(e, e.event_id.as_str().into(), e.sensor.as_str().into())
+    }
+
+    /// [`EvidenceItem::of`], with the event's id and sensor name already shared.
+    pub fn with_names(e: &Event, event_id: Arc<str>, sensor: Arc<str>) -> Self {
         EvidenceItem {
-            event_id: e.event_id.clone(),
-            sensor: e.sensor.clone(),
+            event_id,
+            sensor,
             seq: e.seq,
             ts_ms: e.ts_ms,
             value: e.value,

@@ -180,7 +180,7 @@ impl IncidentBook {
                     item.event_id, item.value
                 ));
             }
-            if key.0 != item.ts_ms || key.1.as_deref() != Some(item.event_id.as_str()) {
+            if key.0 != item.ts_ms || key.1.as_deref() != Some(&*item.event_id) {
                 return Err(format!(
                     "high event {} at {}: kept under another key ({}, {:?})",
                     item.event_id, item.ts_ms, key.0, key.1
@@ -198,7 +198,7 @@ impl IncidentBook {
     /// Applies one high event and emits what it changes.
     pub fn add(&mut self, item: EvidenceItem, ctx: &Ctx<'_>, out: &mut Vec<AlertRecord>) {
         let t = item.ts_ms;
-        let key = (t, Some(Arc::<str>::from(item.event_id.as_str())));
+        let key = (t, Some(item.event_id.clone()));
         let item = Arc::new(item);
         self.high.insert(key.clone(), item.clone());
         let regions = self.true_regions_from(t, ctx.window_ms, ctx.count);

@@ -20,9 +20,11 @@ pub mod watermark;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashSet};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::event::fingerprint::name_hash;
 use crate::event::{ClockState, Event, Metric, Quality, Unit};
 use crate::records::quarantine::{Reason, Rejection};
 use alert::{AlertRecord, EvidenceItem};
@@ -84,6 +86,29 @@ struct Machine {
     idle_count: usize,
     wm: i64,
     book: IncidentBook,
+    /// `name_hash` of the name and, by sensor index, of each sensor's name: the fingerprint's
+    /// first two words, kept so that an event's fingerprint hashes no name (not in snapshots:
+    /// [`Machine::rehash`] computes them on restore).
+    #[serde(skip)]
+    name_hash: u64,
+    #[serde(skip)]
+    sensor_hashes: Vec<u64>,
+    /// Each sensor's name, shared by the evidence items of its high events.
+    #[serde(skip)]
+    sensor_names: Vec<Arc<str>>,
+}
+
+impl Machine {
+    /// The name hashes, from the names (after a restore).
+    fn rehash(&mut self) {
+        self.name_hash = name_hash(&self.name);
+        self.sensor_hashes = vec![0; self.sensors.len()];
+        self.sensor_names = vec![Arc::from(""); self.sensors.len()];
+        for (sensor, &si) in &self.sensor_index {
+            self.sensor_hashes[si as usize] = name_hash(sensor);
+            self.sensor_names[si as usize] = Arc::from(sensor.as_str());
+        }
+    }
 }
 
 /// Sizes of the rule state, for the boundedness checks and metrics.
@@ -198,6 +223,8 @@ impl Engine {
             })?;
         }
         s.check_indices().map_err(crate::records::snapshot::SnapshotError::invalid)?;
+        let mut s = s;
+        s.machines.iter_mut().for_each(Machine::rehash);
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
         Ok(Engine {
@@ -294,7 +321,22 @@ impl Engine {
                 ),
             ));
         }
-        let fingerprint = ev.fingerprint();
+        // The machine and sensor as known already (looked up once: nothing is created before the
+        // event is found new), and their names' hashes for the fingerprint.
+        let known = self.by_name.get(ev.machine.as_str()).copied();
+        let known_sensor = known.and_then(|mi| {
+            let m = &self.machines[mi as usize];
+            m.sensor_index.get(ev.sensor.as_str()).copied()
+        });
+        let (machine_hash, sensor_hash) = match (known, known_sensor) {
+            (Some(mi), Some(si)) => {
+                let m = &self.machines[mi as usize];
+                (m.name_hash, m.sensor_hashes[si as usize])
+            }
+            (Some(mi), None) => (self.machines[mi as usize].name_hash, name_hash(&ev.sensor)),
+            _ => (name_hash(&ev.machine), name_hash(&ev.sensor)),
+        };
+        let fingerprint = ev.fingerprint_with(machine_hash, sensor_hash);
         let id = IdKey::of(&ev.event_id);
         let (machines, lateness) = (&self.machines, self.p.allowed_lateness_ms);
         match self.dedup.check_key(id, fingerprint, |m| horizon_of(machines, lateness, m)) {
@@ -307,7 +349,14 @@ impl Engine {
             }
             Seen::New => {}
         }
-        let mi = self.machine_index(&ev.machine);
+        let mi = match known {
+            Some(mi) => mi,
+            None => self.add_machine(&ev.machine, machine_hash),
+        };
+        let si = match known_sensor {
+            Some(si) => si,
+            None => self.add_sensor(mi, &ev.sensor, sensor_hash, now),
+        };
         let m = &self.machines[mi as usize];
         let late = ev.ts_ms < m.wm;
         let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
@@ -315,9 +364,11 @@ impl Engine {
         if counted {
             let m = &mut self.machines[mi as usize];
             let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
-            m.book.add(EvidenceItem::of(ev), &ctx, out);
+            let sensor = m.sensor_names[si as usize].clone();
+            let item = EvidenceItem::with_names(ev, Arc::from(ev.event_id.as_str()), sensor);
+            m.book.add(item, &ctx, out);
         }
-        self.observe(mi, ev, now);
+        self.observe(mi, si, ev, now);
         self.refresh(mi, Some(&ev.event_id), out);
         if !too_late {
             self.dedup.remember_key(id, fingerprint, ev.ts_ms, mi);
@@ -333,10 +384,8 @@ impl Engine {
         }
     }
 
-    fn machine_index(&mut self, name: &str) -> u32 {
-        if let Some(&i) = self.by_name.get(name) {
-            return i;
-        }
+    /// A machine not seen before; `hash` is `name_hash(name)`.
+    fn add_machine(&mut self, name: &str, hash: u64) -> u32 {
         let i = self.machines.len() as u32;
         let threshold = self.p.thresholds.get(name).copied().unwrap_or(self.p.threshold);
         self.machines.push(Machine {
@@ -349,6 +398,9 @@ impl Engine {
             idle_count: 0,
             wm: i64::MIN,
             book: IncidentBook::default(),
+            name_hash: hash,
+            sensor_hashes: Vec::new(),
+            sensor_names: Vec::new(),
         });
         self.by_name.insert(name.to_string(), i);
         i
@@ -364,20 +416,25 @@ impl Engine {
                 .is_some_and(|v| v >= self.machines[mi as usize].threshold)
     }
 
-    fn observe(&mut self, mi: u32, ev: &Event, now: i64) {
+    /// A sensor of machine `mi` not seen before, first seen at ingest time `now`; `hash` is
+    /// `name_hash(name)`.
+    fn add_sensor(&mut self, mi: u32, name: &str, hash: u64, now: i64) -> u32 {
+        let m = &mut self.machines[mi as usize];
+        let si = m.sensors.len() as u32;
+        m.sensor_index.insert(name.to_string(), si);
+        m.sensor_hashes.push(hash);
+        m.sensor_names.push(Arc::from(name));
+        m.sensors.push(SensorClock::new(self.p.bound, now));
+        m.in_heap.push(false);
+        m.idle.push(false);
+        si
+    }
+
+    /// Sensor `si` of machine `mi` observes the event.
+    fn observe(&mut self, mi: u32, si: u32, ev: &Event, now: i64) {
         let (bound, idle_timeout) = (self.p.bound, self.p.idle_timeout_ms);
         let m = &mut self.machines[mi as usize];
-        let si = match m.sensor_index.get(&ev.sensor) {
-            Some(&s) => s,
-            None => {
-                let s = m.sensors.len() as u32;
-                m.sensor_index.insert(ev.sensor.clone(), s);
-                m.sensors.push(SensorClock::new(bound, now));
-                m.in_heap.push(false);
-                m.idle.push(false);
-                s
-            }
-        } as usize;
+        let si = si as usize;
         m.sensors[si].observe(ev.ts_ms, now, bound, idle_timeout);
         if m.idle[si] {
             m.idle[si] = false;

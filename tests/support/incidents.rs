@@ -83,7 +83,7 @@ pub fn final_incidents(records: &[AlertRecord]) -> Vec<FinalIncident> {
             machine: r.machine.clone(),
             onset_ms: r.onset_ms,
             end_ms: r.end_ms,
-            evidence: r.evidence.iter().map(|e| e.event_id.clone()).collect(),
+            evidence: r.evidence.iter().map(|e| e.event_id.to_string()).collect(),
             also: r.also.clone(),
             also_count: r.also_count,
         })

@@ -82,10 +82,10 @@ pub fn assemble(
     let events: BTreeSet<&str> = revisions
         .iter()
         .flat_map(|a| {
-            a.evidence.iter().map(|e| e.event_id.as_str()).chain(a.also.iter().map(String::as_str))
+            a.evidence.iter().map(|e| &*e.event_id).chain(a.also.iter().map(String::as_str))
         })
         .collect();
-    let sensors: BTreeSet<&str> = evidence.iter().map(|e| e.sensor.as_str()).collect();
+    let sensors: BTreeSet<&str> = evidence.iter().map(|e| &*e.sensor).collect();
     let mut outbox = BTreeSet::new();
     let mut transitions = Vec::new();
     for (seq, r) in ledger {

@@ -245,7 +245,7 @@ fn open_incidents(
             alert_id: a.alert_id,
             revision: a.revision,
             onset_ms: a.onset_ms,
-            evidence: a.evidence.iter().map(|e| (e.event_id.clone(), e.ts_ms)).collect(),
+            evidence: a.evidence.iter().map(|e| (e.event_id.to_string(), e.ts_ms)).collect(),
             also_count: a.also_count,
         });
     }
