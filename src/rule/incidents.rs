@@ -19,12 +19,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::alert::{clock_summary, AlertKind, AlertRecord, EvidenceItem};
+use super::high_index::HighIndex;
 
 /// High events and members are ordered by event time, then event id: the order of `evidence`.
 /// The id is always `Some`; `(t, None)` sorts before every key of time `t`, a free range bound.
 /// Events are shared (`Arc`) between the high-event index and the incidents they belong to.
 pub type Key = (i64, Option<Arc<str>>);
-type Item = Arc<EvidenceItem>;
+pub(super) type Item = Arc<EvidenceItem>;
 
 const fn at_or_after(t: i64) -> Key {
     (t, None)
@@ -132,7 +133,7 @@ pub struct Ctx<'a> {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IncidentBook {
-    high: BTreeMap<Key, Item>,
+    high: HighIndex,
     /// Disjoint, keyed by onset.
     incidents: BTreeMap<i64, Incident>,
 }
@@ -377,7 +378,7 @@ impl IncidentBook {
     fn true_regions_from(&self, t: i64, w: i64, n: usize) -> Vec<(i64, i64)> {
         let n = n.max(1);
         // The last key tells whether any event lies after t, without a search from the root.
-        let later = self.high.last_key_value().is_some_and(|(k, _)| k.0 > t);
+        let later = self.high.last_key().is_some_and(|k| k.0 > t);
         if !later {
             // Nothing after t: the count on [t, t + W) only falls, so C holds up to d_N + W,
             // with d_N the N-th latest event time (every key is at or before t).
@@ -454,7 +455,7 @@ impl IncidentBook {
         }
         let horizon = ctx.wm.saturating_sub(allowed_lateness_ms);
         let keep_from = horizon.saturating_sub(ctx.window_ms);
-        while self.high.first_key_value().is_some_and(|(k, _)| k.0 <= keep_from) {
+        while self.high.first_key().is_some_and(|k| k.0 <= keep_from) {
             self.high.pop_first();
         }
         while self.incidents.first_key_value().is_some_and(|(_, i)| {

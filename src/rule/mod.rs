@@ -15,6 +15,7 @@
 
 pub mod alert;
 pub mod dedup;
+pub mod high_index;
 pub mod incidents;
 pub mod watermark;
 
