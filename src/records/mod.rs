@@ -8,9 +8,11 @@
 //! - [`checkpoint`]: the checkpoint's payload and quarantined records as stored;
 //! - [`snapshot`]: the pure cores' state as bytes, for checkpoints;
 //! - [`samples_codec`]: the raw-sample frame published on `samples/...`;
-//! - [`cbor`]: the one versioned-CBOR encoding the stored records share.
+//! - [`cbor`]: the one versioned-CBOR encoding the stored records share (`cbor_write`: the
+//!   same items written by hand, for the two records made once per event).
 
 pub mod cbor;
+pub(crate) mod cbor_write;
 pub mod checkpoint;
 pub mod ledger;
 pub mod outbox;

@@ -22,6 +22,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod event_cbor;
+pub use event_cbor::encode_with_at as encode_event_with_at;
+
 /// The format version: a leading byte, then the record in CBOR. The `json` fields are CBOR byte
 /// strings; stores written before that held them as arrays of integers (one item per byte, ten
 /// times slower to decode and up to twice the size), which still decode: both are version 1.
@@ -130,7 +133,12 @@ impl OutboxRecord {
 
     /// The bytes stored in the outbox.
     pub fn encode(&self) -> Vec<u8> {
-        super::cbor::encode(&[VERSION], self)
+        match self {
+            OutboxRecord::Event { machine, sensor, seq, event_id, json } => {
+                event_cbor::encode(machine, sensor, *seq, event_id, &[json])
+            }
+            _ => super::cbor::encode(&[VERSION], self),
+        }
     }
 
     /// The kind of the stored bytes when they are an event or raw samples, the bulk of a

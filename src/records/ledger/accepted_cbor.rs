@@ -6,6 +6,7 @@
 //! The test below checks the bytes against ciborium's on arbitrary records.
 
 use super::{Acceptance, LedgerEntry, LedgerRecord};
+use crate::records::cbor_write::{head, int, map, text};
 
 /// `prefix` then `record`'s CBOR when it is an `accepted` record; `None` for any other.
 pub(super) fn encode(prefix: &[u8], record: &LedgerRecord) -> Option<Vec<u8>> {
@@ -60,45 +61,6 @@ pub(super) fn encode(prefix: &[u8], record: &LedgerRecord) -> Option<Vec<u8>> {
     text(out, "counted");
     out.push(if *counted { 0xF5 } else { 0xF4 });
     Some(v)
-}
-
-/// A CBOR head: major type `major` (0 unsigned, 1 negative, 3 text, 5 map) and its argument,
-/// in the shortest form.
-fn head(out: &mut Vec<u8>, major: u8, n: u64) {
-    let m = major << 5;
-    match n {
-        0..=23 => out.push(m | n as u8),
-        24..=0xFF => out.extend_from_slice(&[m | 24, n as u8]),
-        0x100..=0xFFFF => {
-            out.push(m | 25);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        0x1_0000..=0xFFFF_FFFF => {
-            out.push(m | 26);
-            out.extend_from_slice(&(n as u32).to_be_bytes());
-        }
-        _ => {
-            out.push(m | 27);
-            out.extend_from_slice(&n.to_be_bytes());
-        }
-    }
-}
-
-fn int(out: &mut Vec<u8>, v: i64) {
-    match u64::try_from(v) {
-        Ok(n) => head(out, 0, n),
-        // -1 - n for a negative v: its bits inverted.
-        Err(_) => head(out, 1, !v as u64),
-    }
-}
-
-fn text(out: &mut Vec<u8>, s: &str) {
-    head(out, 3, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn map(out: &mut Vec<u8>, len: u64) {
-    head(out, 5, len);
 }
 
 #[cfg(test)]
