@@ -57,8 +57,10 @@ pub struct Counts {
 pub enum Outcome {
     /// `counted`: applied and counting for the rule (a member of an incident when it lies in
     /// one).
+    /// `event`: the event when it was derived from raw samples; `None` for the event of the
+    /// line handed to [`Decider::line`], which the caller holds already (no copy per event).
     Accepted {
-        event: Event,
+        event: Option<Event>,
         how: Acceptance,
         derived: bool,
         counted: bool,
@@ -351,7 +353,8 @@ impl Decider {
             Verdict::Rejected(why) => return Err(why),
         };
         if let Some(out) = self.outcomes.as_mut() {
-            out.push(Outcome::Accepted { event: ev.clone(), how, derived, counted });
+            let event = derived.then(|| ev.clone());
+            out.push(Outcome::Accepted { event, how, derived, counted });
         }
         Ok(())
     }

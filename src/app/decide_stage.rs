@@ -16,6 +16,7 @@ use parking_lot::RwLockWriteGuard;
 use tokio::sync::{mpsc, Notify};
 
 use super::checkpoint_commit::{CommitInFlight, Through};
+use super::decide_input::DecideBatch;
 use super::outputs::Pending;
 use super::telemetry::Telemetry;
 use super::{lock, read, AppError, SharedStore};
@@ -258,7 +259,7 @@ impl DecideStage {
     pub(super) fn run(
         mut self,
         catchup_end: u64,
-        mut input: mpsc::Receiver<Vec<JournalRecord>>,
+        mut input: mpsc::Receiver<DecideBatch>,
     ) -> Result<(), AppError> {
         let clock = SystemClock::new();
         let mut last_cp = clock.monotonic_ms();
@@ -284,10 +285,10 @@ impl DecideStage {
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
             };
             self.received_s.push(self.clock.monotonic_s());
-            if let Some(first) = batch.first().filter(|r| r.pos > self.last_pos + 1) {
+            if let Some(first) = batch.records.first().filter(|r| r.pos > self.last_pos + 1) {
                 self.catch_up(first.pos, &clock, &mut last_cp)?;
             }
-            self.decide(&batch);
+            self.decide(batch);
             let due = clock.monotonic_ms() - last_cp >= self.commit_interval_ms;
             if (due || self.pending.records >= self.commit_records) && !self.commit_busy() {
                 self.checkpoint(false, true)?;
@@ -325,7 +326,7 @@ impl DecideStage {
                 self.telemetry.metrics.set_catch_up_remaining(0);
                 return Ok(());
             }
-            self.decide(&chunk);
+            self.decide(chunk.into());
             let due = clock.monotonic_ms() - *last_cp >= self.commit_interval_ms;
             if due || self.pending.records >= self.commit_records {
                 self.checkpoint(false, true)?;
@@ -334,8 +335,9 @@ impl DecideStage {
         }
     }
 
-    fn decide(&mut self, records: &[JournalRecord]) {
-        for rec in records {
+    fn decide(&mut self, batch: DecideBatch) {
+        let (records, parsed) = batch.into_parts();
+        for (rec, parsed) in records.iter().zip(parsed) {
             if rec.pos <= self.last_pos {
                 continue;
             }
@@ -343,11 +345,11 @@ impl DecideStage {
                 // Decided before the salvage: what it produced is in the salvaged outbox, ledger
                 // and archive already (or was acknowledged), so only the state is kept. Outputs
                 // of positions past the mark are new; docs/decisions.md, "Salvage".
-                Pending::default().decide(&mut self.decider, rec);
+                Pending::default().decide_parsed(&mut self.decider, rec, parsed);
                 self.pending.records += 1;
             } else {
                 self.continue_seqs();
-                self.pending.decide(&mut self.decider, rec);
+                self.pending.decide_parsed(&mut self.decider, rec, parsed);
                 self.samples_taken(rec);
             }
             self.last_pos = rec.pos;

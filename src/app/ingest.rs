@@ -13,6 +13,7 @@ use parking_lot::RwLockWriteGuard;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::decide_input::DecideBatch;
 use super::telemetry::Telemetry;
 use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
@@ -103,7 +104,7 @@ pub(super) struct IngestParams {
 pub(super) async fn ingest(
     p: IngestParams,
     store: SharedStore,
-    tx: mpsc::Sender<Vec<JournalRecord>>,
+    tx: mpsc::Sender<DecideBatch>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let (path, source, offset) = (p.trace.path.clone(), p.source, p.offset);
@@ -183,22 +184,23 @@ async fn wait_until(t: Instant, stop: &mut watch::Receiver<bool>) -> bool {
 async fn commit(
     store: &SharedStore,
     p: &IngestParams,
-    tx: &mpsc::Sender<Vec<JournalRecord>>,
+    tx: &mpsc::Sender<DecideBatch>,
     lines: Vec<Line>,
 ) -> Result<(), AppError> {
-    let records = journal(store, &p.telemetry, p.raw_threshold, lines).await?;
-    tx.send(records).await.map_err(|_| AppError::StageGone("decide"))
+    let batch = journal(store, &p.telemetry, p.raw_threshold, lines).await?;
+    tx.send(batch).await.map_err(|_| AppError::StageGone("decide"))
 }
 
 /// Appends `lines` to the journal and commits: one group commit, one fsync for the batch, its
 /// duration (append, flush, fsync) reported to `telemetry`. Returns the
-/// records as the decide stage takes them.
+/// records as the decide stage takes them, their lines parsed (after the commit, on this
+/// thread: `decide_input`).
 pub(super) async fn journal(
     store: &SharedStore,
     telemetry: &Telemetry,
     raw_threshold: usize,
     lines: Vec<Line>,
-) -> Result<Vec<JournalRecord>, AppError> {
+) -> Result<DecideBatch, AppError> {
     let store = store.clone();
     let (records, took_s) = tokio::task::spawn_blocking(move || {
         // A fresh clock: its monotonic reading is the time since this line.
@@ -228,7 +230,7 @@ pub(super) async fn journal(
             .zip(lines)
             .map(|(pos, (at, origin, line))| JournalRecord { pos, at, origin: Some(origin), line })
             .collect();
-        Ok::<_, AppError>((records, took_s))
+        Ok::<_, AppError>((DecideBatch::parsed(records), took_s))
     })
     .await??;
     telemetry.journal_committed(took_s);

@@ -27,6 +27,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Duration, Instant};
 
+use super::decide_input::DecideBatch;
 use super::ingest::{journal, Line};
 use super::{lock, AppError, SharedStore};
 use crate::clock::Clock;
@@ -34,7 +35,7 @@ use crate::event::{ClockEvidence, Unit};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange};
 use crate::stamp::clock::ClockStep;
-use crate::store::{JournalRecord, Origin};
+use crate::store::Origin;
 use crate::trace::SamplesRecord;
 
 /// How often the task looks at an idle source (ticks, outage declarations).
@@ -143,14 +144,14 @@ pub(super) async fn ingest_live<A: Adapter>(
     mut input: mpsc::Receiver<A::Item>,
     clock: Box<dyn Clock>,
     store: SharedStore,
-    tx: mpsc::Sender<Vec<JournalRecord>>,
+    tx: mpsc::Sender<DecideBatch>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let mut journaled = p.journaled;
     let mut got = Collected::default();
     let mut items = Vec::new();
     let mut deadline: Option<Instant> = None;
-    let mut owed: Option<Vec<JournalRecord>> = None;
+    let mut owed: Option<DecideBatch> = None;
     let mut last_line_mono = clock.monotonic_ms();
     let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS as u64));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -234,12 +235,12 @@ fn push_line(got: &mut Collected, journaled: &mut u64, source: u16, at: i64, lin
 /// are returned, to be offered again later (only the latest such batch is kept: the decide stage
 /// reads any earlier ones from the journal when a later batch shows the hole).
 fn offer(
-    tx: &mpsc::Sender<Vec<JournalRecord>>,
-    records: Vec<JournalRecord>,
-) -> Result<Option<Vec<JournalRecord>>, AppError> {
-    match tx.try_send(records) {
+    tx: &mpsc::Sender<DecideBatch>,
+    batch: DecideBatch,
+) -> Result<Option<DecideBatch>, AppError> {
+    match tx.try_send(batch) {
         Ok(()) => Ok(None),
-        Err(TrySendError::Full(records)) => Ok(Some(records)),
+        Err(TrySendError::Full(batch)) => Ok(Some(batch)),
         Err(TrySendError::Closed(_)) => Err(AppError::StageGone("decide")),
     }
 }

@@ -23,7 +23,6 @@ use crate::driver::adxl345::{Adxl345, RegisterAccess};
 use crate::source::bus::{self, BusOutput, BusReader};
 use crate::source::clock_quality::Adjtimex;
 use crate::source::modbus::poller::Backoff;
-use crate::store::JournalRecord;
 use crate::telemetry::Metrics;
 
 /// Reason of the hole a bus fault leaves.
@@ -77,7 +76,7 @@ pub(super) async fn ingest(
     p: LiveParams,
     config: SourceConfig,
     store: SharedStore,
-    tx: mpsc::Sender<Vec<JournalRecord>>,
+    tx: mpsc::Sender<crate::app::decide_input::DecideBatch>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let sensor = match &config {

@@ -24,7 +24,6 @@ use crate::config::ModbusSource;
 use crate::source::clock_quality::{Adjtimex, KernelClock};
 use crate::source::modbus::{ModbusOutput, PollStats};
 use crate::stamp::clock::{ClockModel, ClockModelConfig, ClockReading, KernelEvidence};
-use crate::store::JournalRecord;
 
 /// Reason of a gap left by polls without an answer.
 pub(super) const NO_ANSWER: &str = "no_answer";
@@ -136,7 +135,7 @@ pub(super) async fn ingest(
     p: LiveParams,
     source: ModbusSource,
     store: SharedStore,
-    tx: mpsc::Sender<Vec<JournalRecord>>,
+    tx: mpsc::Sender<crate::app::decide_input::DecideBatch>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let clock = SystemClock::new();

@@ -28,6 +28,7 @@
 
 pub mod audit;
 mod checkpoint_commit;
+pub mod decide_input;
 mod decide_stage;
 pub mod forward;
 pub mod forward_mqtt;

@@ -11,24 +11,26 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::decider::{kind_name, Decider, Outcome};
+use super::decide_input::ParsedLine;
+use crate::decider::{kind_name, Decider, LineError, Outcome};
 use crate::event::parse::member_span;
 use crate::event::Event;
 use crate::records::checkpoint::QuarantineEntry;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::records::outbox::{FrameRef, OutboxRecord};
+use crate::records::outbox::{encode_event_with_at, FrameRef, OutboxRecord};
 use crate::records::quarantine::Rejection;
 use crate::records::samples_codec::encode_block;
 use crate::rule::alert::AlertRecord;
 use crate::store::archive::{alert_key, quarantine_key};
 use crate::store::{JournalRecord, Origin};
 use crate::trace::parse::parse_line_and_event_span;
-use crate::trace::Arrival;
+
+use crate::trace::{Arrival, TraceLine};
 
 /// Outputs gathered since the last checkpoint.
 #[derive(Debug, Default)]
 pub struct Pending {
-    outbox: Vec<OutboxRecord>,
+    outbox: Vec<Queued>,
     /// Ledger records; `outbox_seq` fields are indexes into `outbox` until `finish`.
     ledger: Vec<LedgerRecord>,
     /// Alert archive records `(key, json)`.
@@ -43,6 +45,16 @@ pub struct Pending {
     /// Each `Samples` outbox record's block, encoded once (`samples_codec::encode_block`): the
     /// index of the record in `outbox`, and the frame's bytes.
     frames: Vec<(usize, Vec<u8>)>,
+}
+
+/// An outbox record of the batch: an event's is encoded at once (nothing in it waits for the
+/// checkpoint, and its names then move into the ledger record instead of being copied), any
+/// other is kept as it is until [`Pending::finish`] (a samples record learns there where its
+/// frame went).
+#[derive(Debug)]
+enum Queued {
+    Encoded(Vec<u8>),
+    Record(OutboxRecord),
 }
 
 /// One checkpoint batch: encoded outbox records, ledger records, archive puts.
@@ -71,7 +83,9 @@ impl Pending {
         mut put_frame: impl FnMut(&[u8]) -> Result<Option<FrameRef>, E>,
     ) -> Result<Batch, E> {
         for (i, bytes) in std::mem::take(&mut self.frames) {
-            if let Some(OutboxRecord::Samples { frame, .. }) = self.outbox.get_mut(i) {
+            if let Some(Queued::Record(OutboxRecord::Samples { frame, .. })) =
+                self.outbox.get_mut(i)
+            {
                 *frame = put_frame(&bytes)?;
             }
         }
@@ -89,7 +103,13 @@ impl Pending {
         for (i, q) in std::mem::take(&mut self.quarantine) {
             puts.push((quarantine_key(ledger_base + i as u64), q.encode()));
         }
-        let outbox = std::mem::take(&mut self.outbox).iter().map(OutboxRecord::encode).collect();
+        let outbox = std::mem::take(&mut self.outbox)
+            .into_iter()
+            .map(|q| match q {
+                Queued::Encoded(bytes) => bytes,
+                Queued::Record(r) => r.encode(),
+            })
+            .collect();
         self.records = 0;
         Ok((outbox, ledger, puts))
     }
@@ -107,19 +127,31 @@ impl Pending {
             at_ms,
             LedgerEntry::GapDeclared { gap: gap.clone(), outbox_seq },
         ));
-        self.outbox.push(OutboxRecord::Gap(gap));
+        self.outbox.push(Queued::Record(OutboxRecord::Gap(gap)));
     }
 
     /// Decides journal record `rec` with `decider` (which must be reporting) and gathers what
     /// it produced. A record released from quarantine is decided at its new ingest time.
     pub fn decide(&mut self, decider: &mut Decider, rec: &JournalRecord) {
+        self.decide_parsed(decider, rec, None);
+    }
+
+    /// [`Pending::decide`], with the record's line parsed already when `parsed` is given (by
+    /// [`parse_line_and_event_span`], as `decide_input` does).
+    pub fn decide_parsed(
+        &mut self,
+        decider: &mut Decider,
+        rec: &JournalRecord,
+        parsed: Option<ParsedLine>,
+    ) {
         // The decide stage's span: the record's journal position, and the event ID it carried
         // once known (each event derived from raw samples is reported inside it).
         let span =
             tracing::trace_span!("decide", journal_pos = rec.pos, event_id = tracing::field::Empty);
         let _entered = span.enter();
         self.records += 1;
-        let (mut parsed, event_span) = parse_line_and_event_span(&rec.line);
+        let (mut parsed, event_span) =
+            parsed.unwrap_or_else(|| parse_line_and_event_span(&rec.line));
         if rec.origin.is_some_and(|o| o.source == Origin::RELEASED) {
             match &mut parsed {
                 Ok(tl) => tl.at = rec.at,
@@ -133,7 +165,7 @@ impl Pending {
             Err((at, _)) => at.unwrap_or(rec.at),
         };
         for outcome in decider.take_outcomes() {
-            self.outcome(outcome, at, rec, event_span.clone());
+            self.outcome(outcome, at, rec, event_span.clone(), &mut parsed);
         }
         for (ev, why) in decider.take_rejected_derived() {
             let raw = serde_json::to_vec(&ev).unwrap_or_default();
@@ -149,7 +181,7 @@ impl Pending {
                     let axis = s.axis.as_deref().unwrap_or_default();
                     let frame = encode_block(s.t0_ms, s.rate_hz, s.unit, axis, &s.data);
                     self.frames.push((self.outbox.len(), frame));
-                    self.outbox.push(OutboxRecord::Samples {
+                    self.outbox.push(Queued::Record(OutboxRecord::Samples {
                         machine: s.machine.clone(),
                         sensor: s.sensor.clone(),
                         journal_pos: rec.pos,
@@ -157,7 +189,7 @@ impl Pending {
                         rate_hz: s.rate_hz,
                         n: u32::try_from(s.data.len()).unwrap_or(u32::MAX),
                         frame: None,
-                    });
+                    }));
                 }
             }
             (Err(_), Ok(())) => {}
@@ -167,16 +199,23 @@ impl Pending {
         }
     }
 
-    /// `event_span`: where the line's event is, when the parser said.
+    /// `event_span`: where the line's event is, when the parser said. An outcome of the line's
+    /// own event takes that event out of `parsed` (its names move into the records).
     fn outcome(
         &mut self,
         outcome: Outcome,
         at: i64,
         rec: &JournalRecord,
         event_span: Option<Range<usize>>,
+        parsed: &mut Result<TraceLine, LineError>,
     ) {
         match outcome {
             Outcome::Accepted { event, how, derived, counted } => {
+                let Some(event) = event.or_else(|| take_line_event(parsed)) else {
+                    // Not reached: an outcome without its event is the line's own event's.
+                    tracing::error!(journal_pos = rec.pos, "an accepted event with no event");
+                    return;
+                };
                 if derived {
                     tracing::trace!(event_id = %event.event_id, "derived event accepted");
                 } else {
@@ -188,23 +227,25 @@ impl Pending {
                     None => original_event_bytes(&rec.line),
                 };
                 let json = json.unwrap_or_else(|| Cow::Owned(serialise(&event)));
-                let json = crate::records::outbox::event_json_with_at(&json, at);
                 let Event { event_id, machine, sensor, seq, ts_ms, .. } = event;
+                let outbox_seq = self.outbox.len() as u64;
+                self.outbox.push(Queued::Encoded(encode_event_with_at(
+                    &machine, &sensor, seq, &event_id, &json, at,
+                )));
                 self.ledger.push(LedgerRecord::new(
                     at,
                     LedgerEntry::Accepted {
-                        event_id: event_id.clone(),
-                        machine: machine.clone(),
-                        sensor: sensor.clone(),
+                        event_id,
+                        machine,
+                        sensor,
                         seq,
                         ts_ms,
                         how,
                         journal_pos: rec.pos,
-                        outbox_seq: self.outbox.len() as u64,
+                        outbox_seq,
                         counted,
                     },
                 ));
-                self.outbox.push(OutboxRecord::Event { machine, sensor, seq, event_id, json });
             }
             Outcome::Duplicate { event_id, .. } => self.ledger.push(LedgerRecord::new(
                 at,
@@ -248,13 +289,24 @@ impl Pending {
                 outbox_seq: self.outbox.len() as u64,
             },
         ));
-        self.outbox.push(OutboxRecord::Alert {
+        self.outbox.push(Queued::Record(OutboxRecord::Alert {
             machine: a.machine,
             alert_id: a.alert_id,
             revision: a.revision,
             json,
-        });
+        }));
     }
+}
+
+/// The event of a parsed event line, its names moved out (left empty in `parsed`).
+fn take_line_event(parsed: &mut Result<TraceLine, LineError>) -> Option<Event> {
+    let Ok(TraceLine { arrival: Arrival::Event(ev), .. }) = parsed else { return None };
+    Some(Event {
+        event_id: std::mem::take(&mut ev.event_id),
+        machine: std::mem::take(&mut ev.machine),
+        sensor: std::mem::take(&mut ev.sensor),
+        ..*ev
+    })
 }
 
 /// The `event` member's bytes as the line has them: found by the byte scanner where the line is
@@ -330,11 +382,61 @@ mod tests {
             let mut pending = Pending::default();
             pending.decide(&mut decider, &rec);
             let want = crate::records::outbox::event_json_with_at(event.as_bytes(), 1700000000300);
-            match pending.outbox.as_slice() {
+            let (outbox, _, _) = pending.finish(0, 0, |_| Ok::<_, ()>(None)).unwrap();
+            let records: Vec<_> = outbox.iter().map(|b| OutboxRecord::decode(b).unwrap()).collect();
+            match records.as_slice() {
                 [OutboxRecord::Event { json, .. }] => assert_eq!(json, &want),
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// A record decides the same whether its line comes parsed (by the ingest, `decide_input`)
+    /// or not: events, a duplicate, a tick, a rejected line, and a record released from
+    /// quarantine, whose ingest time is its own and not its line's.
+    #[test]
+    fn a_line_parsed_by_the_sender_decides_as_one_parsed_here() {
+        let event = |id: &str, ts: i64, value: f64| {
+            format!(
+                r#"{{"at": {at}, "kind": "event", "event": {{"event_id": "{id}", "machine": "m1", "sensor": "s1", "seq": 1, "ts_ms": {ts}, "clock": {{"state": "synced"}}, "metric": "accel_rms", "value": {value}, "unit": "g", "schema": 1, "quality": "good"}}}}"#,
+                at = ts + 100
+            )
+        };
+        let t = 1_700_000_000_000i64;
+        let lines = [
+            event("e1", t, 0.9),
+            event("e2", t + 1_000, 0.95),
+            event("e2", t + 1_000, 0.95),
+            format!(r#"{{"at": {}, "kind": "tick"}}"#, t + 2_000),
+            "{not json".to_string(),
+            event("e3", t + 3_000, 0.97),
+            event("e4", t + 4_000, 0.2),
+        ];
+        let released = Origin { source: Origin::RELEASED, end_offset: 0 };
+        let records: Vec<JournalRecord> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| JournalRecord {
+                pos: i as u64 + 1,
+                at: t + 5_000 + i as i64,
+                origin: (i == 6).then_some(released),
+                line: l.clone().into_bytes(),
+            })
+            .collect();
+        let decide_all = |given: bool| {
+            let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
+            let mut pending = Pending::default();
+            for rec in &records {
+                let parsed = given.then(|| parse_line_and_event_span(&rec.line));
+                pending.decide_parsed(&mut decider, rec, parsed);
+            }
+            let (outbox, ledger, puts) = pending.finish(0, 0, |_| Ok::<_, ()>(None)).unwrap();
+            (outbox, ledger.iter().map(|r| r.encode()).collect::<Vec<_>>(), puts)
+        };
+        let (outbox, ledger, puts) = decide_all(false);
+        assert!(outbox.len() >= 4, "four events accepted, one a duplicate");
+        assert!(!puts.is_empty(), "the line that is not JSON is quarantined");
+        assert_eq!(decide_all(true), (outbox, ledger, puts));
     }
 
     /// The decide stage's span carries the record's journal position and the event's ID.

@@ -21,7 +21,6 @@ use crate::app::audit::AuditError;
 use crate::app::{telemetry::Telemetry, SharedStore};
 use crate::config::Config;
 use crate::records::ledger::Operator;
-use crate::store::JournalRecord;
 
 /// Clients served at once.
 pub const MAX_CLIENTS: usize = 16;
@@ -37,7 +36,7 @@ const FRAME_BYTES: usize = 32 * 1024;
 pub struct Daemon {
     pub store: SharedStore,
     pub config: Arc<Config>,
-    pub decide: mpsc::WeakSender<Vec<JournalRecord>>,
+    pub decide: mpsc::WeakSender<crate::app::decide_input::DecideBatch>,
     pub telemetry: Telemetry,
     pub started_ms: i64,
 }

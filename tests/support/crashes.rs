@@ -9,6 +9,7 @@ use std::path::Path;
 use linegate::config::Config;
 use linegate::decider::{Decider, Outcome};
 use linegate::trace::parse::parse_line;
+use linegate::trace::{Arrival, TraceLine};
 
 use super::{cli, ledger, reconciled, replay};
 
@@ -181,10 +182,17 @@ pub fn reference(trace: &Path, config: &Path, dir: &Path) -> Reference {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let _ = d.line(&parse_line(line), &mut sink);
+        let parsed = parse_line(line);
+        let _ = d.line(&parsed, &mut sink);
         for o in d.take_outcomes() {
+            // An outcome without its event is the line's own event's.
+            let line_event = match &parsed {
+                Ok(TraceLine { arrival: Arrival::Event(e), .. }) => Some(e.clone()),
+                _ => None,
+            };
             if let Outcome::Accepted { event, .. } = o {
-                assert!(accepted.insert(event.event_id), "replay accepted an id twice");
+                let id = event.or(line_event).expect("an accepted event").event_id;
+                assert!(accepted.insert(id), "replay accepted an id twice");
             }
         }
     }

@@ -39,7 +39,7 @@ pub struct DaemonView<'a> {
     pub store: &'a SharedStore,
     /// The decide stage's input: a released record is handed to it once journaled. Weak, so the
     /// control socket never keeps the decide stage alive at the end of a run.
-    pub decide: &'a mpsc::WeakSender<Vec<JournalRecord>>,
+    pub decide: &'a mpsc::WeakSender<crate::app::decide_input::DecideBatch>,
     /// The control socket's peer.
     pub peer: Operator,
 }
@@ -179,7 +179,7 @@ impl View<'_> {
         match self {
             View::Own(_) => false,
             View::Daemon(d) => match d.decide.upgrade() {
-                Some(tx) => tx.blocking_send(vec![record]).is_ok(),
+                Some(tx) => tx.blocking_send(vec![record].into()).is_ok(),
                 None => false,
             },
         }
