@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::crashes::{
-    check, config_head, count_and_seed, make_trace, reference, Rng, ONCE_PER_START, POINTS,
+    check, config_head, count_and_seed, kill_pass, make_trace, reference, Rng, POINTS,
 };
 use support::daemon::Daemon;
 use support::DEADLINE;
@@ -106,8 +106,8 @@ fn sigkill_at_every_failpoint_and_at_random_loses_and_doubles_nothing() {
             } else {
                 let p = POINTS[point_i % POINTS.len()];
                 point_i += 1;
-                // A start-up point passes once per process: only its first pass can kill.
-                let nth = if ONCE_PER_START.contains(&p) { 1 } else { 1 + rng.below(5) };
+                // A start-up point passes once per process, an acknowledgement a few times a run.
+                let nth = kill_pass(p, &mut rng);
                 (Some((p, nth)), None)
             };
             let spec = kill_at.map(|(p, n)| format!("{p}:{n}"));

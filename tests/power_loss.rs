@@ -37,7 +37,7 @@ use std::time::Duration;
 use linegate::clock::Clock;
 use serde_json::Value;
 use support::crashes::{
-    check, config_head, count_and_seed, reference, trace_of, Reference, Rng, ONCE_PER_START, POINTS,
+    check, config_head, count_and_seed, kill_pass, reference, trace_of, Reference, Rng, POINTS,
 };
 use support::daemon::Daemon;
 use support::modbus::{server, tcp_keys};
@@ -324,7 +324,7 @@ fn run_and_cut(
 fn next_point(rng: &mut Rng, i: &mut usize) -> (&'static str, u64) {
     let p = POINTS[*i % POINTS.len()];
     *i += 1;
-    let nth = if ONCE_PER_START.contains(&p) { 1 } else { 1 + rng.below(5) };
+    let nth = kill_pass(p, rng);
     (p, nth)
 }
 
