@@ -24,7 +24,6 @@ use crate::rule::alert::AlertRecord;
 use crate::store::archive::{alert_key, quarantine_key};
 use crate::store::{JournalRecord, Origin};
 use crate::trace::parse::parse_line_and_event_span;
-
 use crate::trace::{Arrival, TraceLine};
 
 /// Outputs gathered since the last checkpoint.

@@ -163,16 +163,25 @@ impl OutboxRecord {
 /// brace, as published on `events/...` (docs/contracts.md section 10); the original bytes are
 /// otherwise unchanged. An event's own keys never include `at` (section 2 rejects unknown keys).
 pub fn event_json_with_at(json: &[u8], at: i64) -> Vec<u8> {
-    let body = json.trim_ascii_end();
-    let Some((b'}', inner)) = body.split_last() else { return json.to_vec() };
-    let mut out = Vec::with_capacity(body.len() + 24);
-    out.extend_from_slice(inner);
-    if inner.trim_ascii_end().last() != Some(&b'{') {
-        out.push(b',');
-    }
-    // Written in place: no string of its own for every event.
-    let _ = std::io::Write::write_fmt(&mut out, format_args!("\"at\":{at}}}"));
-    out
+    let mut tail = AtTail::default();
+    with_at_parts(json, at, &mut tail).concat()
+}
+
+/// Room for `"at":`, a sign and 19 digits, and `}`.
+type AtTail = [u8; 32];
+
+/// [`event_json_with_at`]'s bytes as three parts to put one after the other: the object up to
+/// its closing brace, a comma when it has members, and `"at":AT}` (written into `tail`: no
+/// string of its own for every event). Not an object: `json` unchanged, then nothing.
+fn with_at_parts<'a>(json: &'a [u8], at: i64, tail: &'a mut AtTail) -> [&'a [u8]; 3] {
+    let Some((b'}', inner)) = json.trim_ascii_end().split_last() else { return [json, b"", b""] };
+    let comma: &[u8] = if inner.trim_ascii_end().last() == Some(&b'{') { b"" } else { b"," };
+    let mut w = &mut tail[..];
+    // Always fits: see `AtTail`.
+    let _ = std::io::Write::write_fmt(&mut w, format_args!("\"at\":{at}}}"));
+    let unused = w.len();
+    let n = tail.len() - unused;
+    [inner, comma, &tail[..n]]
 }
 
 impl GapNotice {

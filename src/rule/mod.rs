@@ -217,14 +217,13 @@ impl Engine {
         p: Params,
         snapshot: &[u8],
     ) -> Result<Self, crate::records::snapshot::SnapshotError> {
-        let s: State = crate::records::snapshot::decode(snapshot)?;
+        let mut s: State = crate::records::snapshot::decode(snapshot)?;
         for m in &s.machines {
             m.book.check(p.window_ms).map_err(|e| {
                 crate::records::snapshot::SnapshotError::invalid(format!("machine {}: {e}", m.name))
             })?;
         }
         s.check_indices().map_err(crate::records::snapshot::SnapshotError::invalid)?;
-        let mut s = s;
         s.machines.iter_mut().for_each(Machine::rehash);
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();

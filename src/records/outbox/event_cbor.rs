@@ -4,7 +4,7 @@
 //! string), without building the record or the JSON with `at` first. One such record is made
 //! for every event decided; the test below checks the bytes against ciborium's.
 
-use super::VERSION;
+use super::{with_at_parts, AtTail, VERSION};
 use crate::records::cbor_write::{bytes, head, map, text};
 
 /// The outbox record of an event, its JSON made of `json_parts` one after the other.
@@ -44,19 +44,8 @@ pub fn encode_with_at(
     json: &[u8],
     at: i64,
 ) -> Vec<u8> {
-    let body = json.trim_ascii_end();
-    let Some((b'}', inner)) = body.split_last() else {
-        return encode(machine, sensor, seq, event_id, &[json]);
-    };
-    let comma: &[u8] = if inner.trim_ascii_end().last() == Some(&b'{') { b"" } else { b"," };
-    let mut tail = [0u8; 32];
-    let n = {
-        let mut w = &mut tail[..];
-        // `"at":` and at most 20 digits and a sign, then `}`: always fits in 32 bytes.
-        let _ = std::io::Write::write_fmt(&mut w, format_args!("\"at\":{at}}}"));
-        32 - w.len()
-    };
-    encode(machine, sensor, seq, event_id, &[inner, comma, &tail[..n]])
+    let mut tail = AtTail::default();
+    encode(machine, sensor, seq, event_id, &with_at_parts(json, at, &mut tail))
 }
 
 #[cfg(test)]
