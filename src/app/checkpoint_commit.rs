@@ -3,9 +3,10 @@
 //!
 //! The decide stage applies a checkpoint's batch under the store's exclusive lock and hands its
 //! commit (sled's flush, then the fsyncs: milliseconds of waiting on the disk) to a
-//! [`CommitInFlight`], which takes the lock's shared side on its own thread. Deciding needs no
-//! lock, so the next batch is decided meanwhile; the next checkpoint's batch waits for the
-//! exclusive lock, so at most one commit is in flight and checkpoints become durable in order
+//! [`CommitInFlight`], which commits on its own thread without the lock (`app::commit_released`:
+//! the ingest appends and the forwarder acknowledges meanwhile). Deciding needs no lock, so the
+//! next batch is decided meanwhile; the next checkpoint's batch is applied only once this commit
+//! is finished, so at most one commit is in flight and checkpoints become durable in order
 //! (a checkpoint due while the commit still [`CommitInFlight::running`] is put off, deciding on).
 //! What must follow durability (the journal's truncation, the latency and heartbeat telemetry)
 //! runs when the stage [`CommitInFlight::finish`]es it: before its next checkpoint (the
@@ -46,7 +47,7 @@ impl CommitInFlight {
         let shared = store.clone();
         let handle = std::thread::Builder::new()
             .name("checkpoint-commit".into())
-            .spawn(move || super::read(&shared).commit())
+            .spawn(move || super::commit_released(&shared, super::read(&shared)))
             .map_err(|source| AppError::Io { path: "checkpoint-commit thread".into(), source })?;
         Ok(CommitInFlight { handle, through, received_s })
     }

@@ -4,9 +4,9 @@
 //! its state, outbox, ledger and archive records in one batch every `commit_records` records
 //! (up to twice that while the last checkpoint's commit still runs), every `commit_interval`, and
 //! whenever its input runs dry. It wakes the forwarder once the checkpoint's batch is applied,
-//! commits it under the store's shared lock (the forwarder reads meanwhile), then truncates the
-//! journal below what is still needed (after a commit on its own thread: in the next
-//! checkpoint's hold of the lock).
+//! commits it without the store's lock (the ingest and the forwarder read and write
+//! meanwhile), then truncates the journal below what is still needed (after a commit on its own
+//! thread: in the next checkpoint's hold of the lock).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -496,8 +496,7 @@ impl DecideStage {
             self.in_flight = Some(CommitInFlight::start(&shared, through, received)?);
             return Ok(());
         }
-        store.commit()?;
-        drop(store);
+        super::commit_released(&shared, store)?;
         self.committed(through, &received)?;
         if self.housekeeping_due(last, through.0) {
             self.housekeep(&mut lock(&shared), last, through)?;
@@ -529,7 +528,7 @@ impl DecideStage {
     /// batch's worth was decided since the floor was last set (retention may have moved the
     /// journal's start past it) or when `last`. A deferred commit's is done in the next
     /// checkpoint's hold of the lock: taking the lock apart waited, at every checkpoint of a
-    /// burst, for the ingest's and the forwarder's commits to release its shared side.
+    /// burst, for the ingest's and the forwarder's writes.
     fn housekeep(
         &mut self,
         store: &mut Store,

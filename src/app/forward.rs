@@ -80,11 +80,12 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
             &seqs,
             &[LedgerRecord::new(now, published), LedgerRecord::new(now, acked)],
         )?;
-        // Committed under the lock's shared side, as the ingest commits its appends: a commit
-        // already running (a checkpoint's, a group commit's) covers these removals when it began
-        // after them, and the decide stage's reads go on meanwhile.
-        let s = parking_lot::RwLockWriteGuard::downgrade(s);
-        s.commit_if_needed()?;
+        // Committed without the lock, as the ingest commits its appends: a commit already
+        // running (a checkpoint's, a group commit's) covers these removals when it began after
+        // them, and the other stages read and write meanwhile.
+        if s.needs_commit() {
+            crate::app::commit_released(&store, s)?;
+        }
         Ok(true)
     })
     .await?

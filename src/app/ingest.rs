@@ -9,7 +9,6 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use parking_lot::RwLockWriteGuard;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -221,10 +220,8 @@ pub(super) async fn journal(
             lines = lines.len()
         )
         .entered();
-        // Committed under the shared lock: the forwarder reads meanwhile; writers wait.
-        let s = RwLockWriteGuard::downgrade(s);
-        s.commit()?;
-        drop(s);
+        // Committed without the lock: the other stages read and write meanwhile.
+        super::commit_released(&store, s)?;
         let took_s = clock.monotonic_s();
         let records: Vec<JournalRecord> = range
             .zip(lines)

@@ -111,6 +111,23 @@ pub fn read(store: &SharedStore) -> RwLockReadGuard<'_, Store> {
     store.read()
 }
 
+/// Commits the writes made so far without holding the store's lock through the disk's wait:
+/// `held` (the caller's hold, either side) is let go first, so that the other stages write
+/// meanwhile (`store/commit.rs`); the lock's shared side is taken again only when segments left
+/// without references are due for deletion.
+pub(crate) fn commit_released(
+    store: &RwLock<Store>,
+    held: impl std::ops::Deref<Target = Store>,
+) -> Result<(), crate::store::StoreError> {
+    let committer = held.committer();
+    drop(held);
+    let done = committer.commit()?;
+    if done.is_complete() {
+        return Ok(());
+    }
+    store.read().after_commit(done)
+}
+
 /// How `run` runs.
 #[derive(Default)]
 pub struct RunOptions {

@@ -62,13 +62,18 @@ pub(super) fn write(
 }
 
 /// Makes applied acknowledgements durable unless a commit since has; returns whether it
-/// committed. Shared: reads go on during the fsync, writes wait for it.
+/// committed. Without the lock: reads and writes go on during the fsync.
 fn sync(store: &RwLock<Store>) -> Result<bool, FetchError> {
     // A test that must keep a checkpoint's batch from becoming durable through this commit
     // turns it off; acknowledgements then wait for the next checkpoint's commit.
     #[cfg(feature = "failpoints")]
     fail::fail_point!("forward::fetch::sync", |_| Ok(false));
-    Ok(store.read().commit_if_needed()?)
+    let s = store.read();
+    if !s.needs_commit() {
+        return Ok(false);
+    }
+    crate::app::commit_released(store, s)?;
+    Ok(true)
 }
 
 /// The records of `stream` among the next `limit` with sequence `> after`. Events and raw

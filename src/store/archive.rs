@@ -43,8 +43,8 @@ impl Store {
     /// batch is applied (after a commit of the appends it covers, when there are any) and
     /// readable, and the caller's [`Store::commit`] makes it durable. Until then a crash loses
     /// the batch whole, never part of it (one batch on one tree), and the journal it covers is
-    /// durable. The decide stage commits under a shared lock so that the forwarder can read the
-    /// new outbox records, and publish an alert, while that commit runs.
+    /// durable. The decide stage commits without the lock ([`Store::committer`]) so that the
+    /// forwarder can read the new outbox records, and publish an alert, while that commit runs.
     pub fn apply_checkpoint_with_archive(
         &mut self,
         journal_pos: u64,

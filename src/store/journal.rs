@@ -7,7 +7,6 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::journal_pages::metas;
@@ -289,7 +288,7 @@ impl Store {
         let pos = first + prepared.records as u64;
         self.next_journal = pos;
         if pos > first {
-            self.dirty.store(true, Ordering::Release);
+            self.commits.appended(pos - 1);
         }
         failpoint!("store::journal::after_append");
         Ok(first..pos)
@@ -378,7 +377,7 @@ impl Store {
         }
         self.journal.apply_batch(batch).map_err(self.sled_err("apply batch to tree journal"))?;
         // Segments left without references go once this removal is durable (the next commit).
-        self.gc_due.store(true, Ordering::Release);
+        self.commits.removed_references();
         Ok(())
     }
 

@@ -4,7 +4,6 @@
 //! describe.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use super::{corrupt, decode_u64, failpoint, page, Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
@@ -103,7 +102,7 @@ impl Store {
         let next = self.batch_ledger(&mut batch, ledger);
         self.state.apply_batch(batch).map_err(self.sled_err("apply ack batch to tree state"))?;
         self.set_outbox_records(records);
-        self.state_unsynced.store(true, Ordering::Release);
+        self.commits.wrote();
         self.next_ledger = next;
         Ok(())
     }

@@ -38,8 +38,10 @@
 //! first an `fdatasync` of the segment being written (and of `raw/` and the store directory when
 //! a segment was created or deleted), then `Db::flush`, then an fsync of sled's log and of every
 //! other file of the sled database or directory that is new or changed since the last commit
-//! (sled writes those once; `fsync.rs`). sled's background flusher is off, so a reference to a raw line
-//! reaches sled's files durably only after the line's bytes did (`segments.rs`).
+//! (sled writes those once; `fsync.rs`). sled's background flusher is off. Commits need no lock
+//! and run while writers write (`commit.rs`): a commit covers the writes counted before it began,
+//! and what it may carry beyond them (a later reference to raw bytes not synced yet) is only what
+//! opening cuts (a journal tail no commit covered) or reads again (a frame).
 //!
 //! - [`Store::append_journal`] is *not* durable by itself: many appends, then one
 //!   [`Store::commit`] (group commit). After a crash the journal holds every record appended before
@@ -55,7 +57,8 @@
 //!   [`Store::apply_checkpoint_with_archive`] applies that batch without the final commit, for a
 //!   caller that commits with [`Store::commit`] while readers go on (the decide stage, on a
 //!   thread of its own while it decides the next records). Commit calls that overlap share one
-//!   flush and one round of fsyncs ([`Store::commit`]).
+//!   flush and one round of fsyncs ([`Store::commit`]); [`Store::committer`] commits without
+//!   the store's lock, so that the daemon's stages write while one waits for the disk.
 //! - A write or commit that fails (an I/O error, a failed fsync, an injected fault) poisons the
 //!   store: what sled holds in memory may then be ahead of the disk (after a failed fsync the
 //!   page cache cannot be trusted), and retrying a checkpoint would add its outbox records twice.
@@ -76,6 +79,7 @@
 
 pub mod archive;
 pub mod checkpoint_parts;
+mod commit;
 mod dedup_pages;
 mod error;
 mod frames;
@@ -101,9 +105,10 @@ mod seq;
 mod state;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
+pub use commit::{Committed, Committer};
 pub use dedup_pages::DedupChange;
 pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
@@ -167,8 +172,6 @@ pub struct Store {
     seq: sled::Tree,
     /// The raw lines outside sled (`segments.rs`).
     segments: Arc<segments::Segments>,
-    /// References were removed: delete segments left without any once that is durable.
-    gc_due: AtomicBool,
     /// The position the next appended journal record gets.
     next_journal: u64,
     /// Journal positions below this were truncated.
@@ -189,31 +192,10 @@ pub struct Store {
     /// only added at the outbox's end and only ever leave it, so a shed starts here rather than
     /// reading a week of events before the oldest frame (`retention.rs`).
     samples_from: u64,
-    /// Appends since the last commit.
-    dirty: AtomicBool,
-    /// `state` writes applied since the last commit: acknowledgements
-    /// ([`Store::outbox_ack_uncommitted`]), a checkpoint applied without its commit
-    /// ([`Store::apply_checkpoint_with_archive`]).
-    state_unsynced: AtomicBool,
-    /// A write or commit failed: what is in memory may be ahead of what is durable.
-    poisoned: AtomicBool,
-    /// Held for a whole commit: what commits made durable under `path`, so that the next
-    /// fsyncs only what may have changed, and which commit calls the last commit covered.
-    commit_gate: Mutex<CommitGate>,
-    /// Commit calls so far (each takes the next number).
-    commit_calls: AtomicU64,
-    /// The last journal position a commit made durable.
-    journal_durable: AtomicU64,
+    /// What commits share with each other and with the writers (`commit.rs`).
+    commits: Arc<commit::CommitShared>,
     /// One more holder per iterator handed out and still alive (`reopen.rs`).
     readers: Arc<()>,
-}
-
-/// See [`Store::commit`].
-#[derive(Debug, Default)]
-struct CommitGate {
-    synced: fsync::Synced,
-    /// Commit calls up to this number were made before a commit that succeeded finished.
-    covered: u64,
 }
 
 pub(crate) const JOURNAL: &str = "journal";
@@ -256,8 +238,6 @@ impl Store {
             state,
             seq,
             segments: Arc::new(segments),
-            // Segments a crash left unreferenced go at the first commit.
-            gc_due: AtomicBool::new(true),
             next_journal: 1,
             journal_start: 1,
             next_outbox: 1,
@@ -266,15 +246,11 @@ impl Store {
             checkpoint_pos: 0,
             history_floor: 0,
             samples_from: 0,
-            dirty: AtomicBool::new(false),
-            state_unsynced: AtomicBool::new(false),
-            poisoned: AtomicBool::new(false),
-            commit_gate: Mutex::new(CommitGate::default()),
-            commit_calls: AtomicU64::new(0),
-            journal_durable: AtomicU64::new(0),
+            commits: Arc::new(commit::CommitShared::opened()),
             readers: Arc::new(()),
         };
         store.load_positions()?;
+        store.commits.found_journal(store.next_journal - 1);
         store.load_outbox_records()?;
         Ok(store)
     }
@@ -282,70 +258,6 @@ impl Store {
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Makes everything written so far durable: sled's flush, then a real fsync of its files.
-    ///
-    /// Takes `&self`: commits may run at the same time as reads and as each other, never as a
-    /// write (a write during a commit could be marked durable without being so, or reference raw
-    /// bytes the commit did not sync). The daemon commits under its lock's shared side and
-    /// writes under its exclusive side (`app::SharedStore`).
-    ///
-    /// So a call that finds another commit running waits for it and is done: every caller holds
-    /// the lock from before its call until it returns, so no write happened between the running
-    /// commit's call and this one, and the running commit's flush, which began after its call,
-    /// made this caller's writes durable too. A commit that fails covers nobody. Two threads that commit at once (the
-    /// ingest's group commit and the decide stage's checkpoint) then cost one flush and one
-    /// round of fsyncs, not two in a row.
-    pub fn commit(&self) -> Result<()> {
-        self.usable()?;
-        let r = self.commit_inner();
-        self.poison_on_error(r)
-    }
-
-    /// Whether journal appends, applied acknowledgements or an applied checkpoint wait for a
-    /// commit.
-    pub fn needs_commit(&self) -> bool {
-        self.dirty.load(Ordering::Acquire) || self.state_unsynced.load(Ordering::Acquire)
-    }
-
-    /// Commits when [`Store::needs_commit`]; returns whether it did. Lets a writer that applied
-    /// acknowledgements without committing make them durable later unless another commit (a
-    /// checkpoint's) already has.
-    pub fn commit_if_needed(&self) -> Result<bool> {
-        if !self.needs_commit() {
-            return Ok(false);
-        }
-        self.commit().map(|()| true)
-    }
-
-    fn commit_inner(&self) -> Result<()> {
-        let call = self.commit_calls.fetch_add(1, Ordering::AcqRel) + 1;
-        let mut gate = self.commit_gate.lock().unwrap_or_else(|p| p.into_inner());
-        if gate.covered >= call {
-            // The commit that held the gate when this call came covered this caller's writes.
-            return Ok(());
-        }
-        let journal_through = self.next_journal - 1;
-        failpoint!("store::segments::before_fsync");
-        self.segments.sync().map_err(|e| self.segment_err(e))?;
-        self.db.flush().map_err(self.sled_err("flush"))?;
-        failpoint!("store::commit::before_fsync");
-        fsync::fsync_dir_files(&self.path, Some(RAW_DIR), &mut gate.synced).map_err(
-            |(file, source)| StoreError::Fsync { path: self.path.clone(), file, source },
-        )?;
-        // Every call made so far came while this commit ran (or before it): no write since.
-        gate.covered = self.commit_calls.load(Ordering::Acquire);
-        self.journal_durable.fetch_max(journal_through, Ordering::AcqRel);
-        drop(gate);
-        self.dirty.store(false, Ordering::Release);
-        self.state_unsynced.store(false, Ordering::Release);
-        if self.gc_due.swap(false, Ordering::AcqRel) {
-            self.collect_segments()?;
-            // The deletions' directory entries: durable now, not at some later commit.
-            self.segments.sync().map_err(|e| self.segment_err(e))?;
-        }
-        Ok(())
     }
 
     /// sled's own size on disk (its `db` file and blobs, by length) plus what the segment files
@@ -360,7 +272,7 @@ impl Store {
 
     /// Refuses every write once one has failed: see [`StoreError::Poisoned`].
     fn usable(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
+        if self.commits.poisoned.load(Ordering::Acquire) {
             return Err(StoreError::Poisoned { path: self.path.clone() });
         }
         Ok(())
@@ -370,7 +282,7 @@ impl Store {
     fn poison_on_error<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
             if !matches!(e, StoreError::Refused { .. }) {
-                self.poisoned.store(true, Ordering::Release);
+                self.commits.poisoned.store(true, Ordering::Release);
             }
         }
         r

@@ -103,7 +103,7 @@ impl Store {
         self.state
             .apply_batch(batch)
             .map_err(self.sled_err("apply outbox compaction to tree state"))?;
-        self.state_unsynced.store(true, std::sync::atomic::Ordering::Release);
+        self.commits.wrote();
         Ok(out)
     }
 }

@@ -18,8 +18,6 @@
 //! protection of its evidence go on working. Quarantined records are not pruned (an operator
 //! releases or drops them).
 
-use std::sync::atomic::Ordering;
-
 use super::archive::{alert_key, alert_prefix};
 use super::ledger::{decode_entries, ledger_key, raw_entries, LEDGER};
 use super::{failpoint, page, Result, Store, STATE};
@@ -120,7 +118,7 @@ impl Store {
         batch.insert(PRUNED, summary.encode());
         failpoint!("store::prune::before_apply");
         self.state.apply_batch(batch).map_err(self.sled_err("apply pruning to tree state"))?;
-        self.state_unsynced.store(true, Ordering::Release);
+        self.commits.wrote();
         Ok(report)
     }
 

@@ -57,8 +57,6 @@
 
 use std::path::Path;
 
-use std::sync::atomic::Ordering;
-
 use super::journal::Body;
 use super::state::{outbox_key, OUTBOX_NEXT};
 use super::{failpoint, Result, Store, StoreError, STATE};
@@ -352,7 +350,7 @@ impl Store {
         if current.is_some() && victims.iter().any(|v| v.segment == current) {
             self.segments.seal().map_err(|e| self.segment_err(e))?;
         }
-        self.gc_due.store(true, Ordering::Release);
+        self.commits.removed_references();
         self.commit()
     }
 }

@@ -1,7 +1,5 @@
 //! The `state` tree: checkpoint, outbox and counters, which commit together in one batch.
 
-use std::sync::atomic::Ordering;
-
 use super::{checkpoint_parts, decode_u64, failpoint, Result, Store, STATE};
 use crate::records::ledger::LedgerRecord;
 
@@ -121,9 +119,7 @@ impl Store {
         }
         // The journal it covers must be durable first (its raw bytes above all); a later append
         // waiting for its own group commit need not be.
-        if self.dirty.load(Ordering::Acquire)
-            && journal_pos > self.journal_durable.load(Ordering::Acquire)
-        {
+        if !self.commits.journal_durable_through(journal_pos) {
             self.commit()?;
         }
         // The parts the last checkpoint took, from its first value's header.
@@ -152,7 +148,7 @@ impl Store {
         self.set_outbox_records(records);
         self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
-        self.state_unsynced.store(true, Ordering::Release);
+        self.commits.wrote();
         failpoint!("store::checkpoint::after_apply");
         Ok(())
     }
