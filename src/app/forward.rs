@@ -83,9 +83,7 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
         // Committed without the lock, as the ingest commits its appends: a commit already
         // running (a checkpoint's, a group commit's) covers these removals when it began after
         // them, and the other stages read and write meanwhile.
-        if s.needs_commit() {
-            crate::app::commit_released(&store, s)?;
-        }
+        crate::app::commit_released_if_needed(&store, s)?;
         Ok(true)
     })
     .await?

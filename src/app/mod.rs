@@ -128,6 +128,18 @@ pub(crate) fn commit_released(
     store.read().after_commit(done)
 }
 
+/// [`commit_released`] when the store's writes wait for a commit (none that began after them
+/// has covered them: [`Store::needs_commit`]); returns whether it committed.
+pub(crate) fn commit_released_if_needed(
+    store: &RwLock<Store>,
+    held: impl std::ops::Deref<Target = Store>,
+) -> Result<bool, crate::store::StoreError> {
+    if !held.needs_commit() {
+        return Ok(false);
+    }
+    commit_released(store, held).map(|()| true)
+}
+
 /// How `run` runs.
 #[derive(Default)]
 pub struct RunOptions {

@@ -68,12 +68,7 @@ fn sync(store: &RwLock<Store>) -> Result<bool, FetchError> {
     // turns it off; acknowledgements then wait for the next checkpoint's commit.
     #[cfg(feature = "failpoints")]
     fail::fail_point!("forward::fetch::sync", |_| Ok(false));
-    let s = store.read();
-    if !s.needs_commit() {
-        return Ok(false);
-    }
-    crate::app::commit_released(store, s)?;
-    Ok(true)
+    Ok(crate::app::commit_released_if_needed(store, store.read())?)
 }
 
 /// The records of `stream` among the next `limit` with sequence `> after`. Events and raw

@@ -61,7 +61,7 @@ pub(super) struct CommitShared {
     /// one runs.
     collected: Mutex<u64>,
     /// A write or commit failed: what is in memory may be ahead of what is durable.
-    pub(super) poisoned: AtomicBool,
+    poisoned: AtomicBool,
 }
 
 /// What earlier commits made durable and covered.
@@ -109,6 +109,24 @@ impl CommitShared {
         pos <= self.journal_durable.load(Ordering::Acquire)
     }
 
+    /// Refuses every write and commit once one has failed: see [`StoreError::Poisoned`].
+    pub(super) fn usable(&self, path: &Path) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(StoreError::Poisoned { path: path.to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// A failed write or commit (not a refusal, which writes nothing) poisons the store.
+    pub(super) fn poison_on_error<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if !matches!(e, StoreError::Refused { .. }) {
+                self.poisoned.store(true, Ordering::Release);
+            }
+        }
+        r
+    }
+
     fn needs_commit(&self) -> bool {
         self.writes.load(Ordering::Acquire) > self.synced_writes.load(Ordering::Acquire)
     }
@@ -145,14 +163,8 @@ impl Committer {
     /// Makes every write counted before it began durable (see the module documentation); a
     /// failure poisons the store.
     pub fn commit(&self) -> Result<Committed> {
-        if self.shared.poisoned.load(Ordering::Acquire) {
-            return Err(StoreError::Poisoned { path: self.path.clone() });
-        }
-        let r = run(&self.path, &self.db, &self.segments, &self.shared);
-        if r.is_err() {
-            self.shared.poisoned.store(true, Ordering::Release);
-        }
-        r
+        self.shared.usable(&self.path)?;
+        self.shared.poison_on_error(run(&self.path, &self.db, &self.segments, &self.shared))
     }
 }
 
@@ -244,16 +256,6 @@ impl Store {
     /// compaction) wait for a commit.
     pub fn needs_commit(&self) -> bool {
         self.commits.needs_commit()
-    }
-
-    /// Commits when [`Store::needs_commit`]; returns whether it did. Lets a writer that applied
-    /// acknowledgements without committing make them durable later unless another commit (a
-    /// checkpoint's) already has.
-    pub fn commit_if_needed(&self) -> Result<bool> {
-        if !self.needs_commit() {
-            return Ok(false);
-        }
-        self.commit().map(|()| true)
     }
 }
 

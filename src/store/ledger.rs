@@ -87,7 +87,7 @@ impl Store {
     /// one batch, durable at the next [`Store::commit`] (or lost together in a crash before it,
     /// and then simply sent again). Lets a caller apply a long list in chunks, releasing its lock
     /// between them, and commit once, or leave the commit to the next checkpoint's
-    /// ([`Store::commit_if_needed`] then finds nothing to do).
+    /// ([`Store::needs_commit`] is then false).
     pub fn outbox_ack_uncommitted(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
         self.usable()?;
         let r = self.outbox_ack_apply(seqs, ledger);

@@ -105,7 +105,6 @@ mod seq;
 mod state;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub use commit::{Committed, Committer};
@@ -272,20 +271,12 @@ impl Store {
 
     /// Refuses every write once one has failed: see [`StoreError::Poisoned`].
     fn usable(&self) -> Result<()> {
-        if self.commits.poisoned.load(Ordering::Acquire) {
-            return Err(StoreError::Poisoned { path: self.path.clone() });
-        }
-        Ok(())
+        self.commits.usable(&self.path)
     }
 
     /// A failed write or commit (not a refusal, which writes nothing) poisons the store.
     fn poison_on_error<T>(&self, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if !matches!(e, StoreError::Refused { .. }) {
-                self.commits.poisoned.store(true, Ordering::Release);
-            }
-        }
-        r
+        self.commits.poison_on_error(r)
     }
 
     fn sled_err(&self, op: impl Into<String>) -> impl FnOnce(sled::Error) -> StoreError + '_ {
