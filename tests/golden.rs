@@ -154,6 +154,34 @@ golden_tests!(
     count_clock,
 );
 
+/// fixtures/traces/make_golden.py, which describes every golden, writes exactly the committed
+/// traces (all but cwru.jsonl, which fixtures/cwru/make_trace.py writes).
+#[test]
+fn make_golden_writes_the_committed_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(trace("make_golden.py"))
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs make_golden.py");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut written = 0;
+    for entry in std::fs::read_dir(fixture("fixtures/traces")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        if !name.ends_with(".jsonl") || name == "cwru.jsonl" {
+            continue;
+        }
+        let fresh = std::fs::read(dir.path().join(name))
+            .unwrap_or_else(|e| panic!("make_golden.py does not write {name}: {e}"));
+        assert!(fresh == std::fs::read(&path).unwrap(), "{name} differs from make_golden.py's");
+        written += 1;
+    }
+    let made = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(made, written, "make_golden.py writes a trace that is not committed");
+    assert!(written > 20, "only {written} goldens");
+}
+
 /// A derived event the rule rejects is kept in `--rejected` with its reason and its content.
 #[test]
 fn rejected_derived_events_are_kept_with_their_reason() {
