@@ -11,6 +11,7 @@ use linegate::config::Config;
 use linegate::replay::{replay, Sinks};
 use linegate::rule::alert::AlertRecord;
 use serde::Deserialize;
+use support::applied::{self, Rules};
 use support::fixture;
 use support::incidents::{check_revisions, final_incidents, FinalIncident};
 
@@ -21,6 +22,25 @@ struct Expected {
     end_ms: i64,
     evidence: Vec<String>,
     also: Vec<String>,
+}
+
+/// fixtures/expected/cwru.incidents.json as final incidents.
+fn expected_incidents() -> Vec<FinalIncident> {
+    let text = std::fs::read_to_string(fixture("fixtures/expected/cwru.incidents.json")).unwrap();
+    let expected: Vec<Expected> = serde_json::from_str(&text).unwrap();
+    let mut expected: Vec<FinalIncident> = expected
+        .into_iter()
+        .map(|e| FinalIncident {
+            machine: e.machine,
+            onset_ms: e.onset_ms,
+            end_ms: Some(e.end_ms),
+            evidence: e.evidence,
+            also_count: e.also.len() as u64,
+            also: e.also,
+        })
+        .collect();
+    expected.sort();
+    expected
 }
 
 #[test]
@@ -36,25 +56,23 @@ fn cwru_trace_alerts_match_the_brute_force_reference() {
         .collect();
     check_revisions(&records);
 
-    let text = std::fs::read_to_string(fixture("fixtures/expected/cwru.incidents.json")).unwrap();
-    let expected: Vec<Expected> = serde_json::from_str(&text).unwrap();
-    let mut expected: Vec<FinalIncident> = expected
-        .into_iter()
-        .map(|e| FinalIncident {
-            machine: e.machine,
-            onset_ms: e.onset_ms,
-            end_ms: Some(e.end_ms),
-            evidence: e.evidence,
-            also_count: e.also.len() as u64,
-            also: e.also,
-        })
-        .collect();
-    expected.sort();
+    let expected = expected_incidents();
     assert_eq!(final_incidents(&records), expected);
     assert!(!expected.is_empty());
     assert_eq!(summary.counts.quarantined.values().sum::<u64>(), 0);
     assert_eq!(summary.counts.events_received, 0, "every event is derived from raw samples");
     assert_eq!(summary.counts.events_derived, 19, "one event per second of samples");
+}
+
+/// The golden traces' reference (`support::applied`, frames included, in Rust) and reference.py
+/// agree on the trace: two derivations written apart, neither from the crate.
+#[test]
+fn the_golden_traces_reference_agrees_with_reference_py() {
+    let rules = Rules::load(&fixture("fixtures/traces/cwru.toml"));
+    let applied = applied::derive(&fixture("fixtures/traces/cwru.jsonl"), &rules);
+    assert_eq!(applied.incidents(&rules), expected_incidents());
+    assert_eq!(applied.counts.events_derived, 19);
+    assert_eq!(applied.counts.quarantined, 0);
 }
 
 /// The committed expectations are exactly what the independent reference computes from the

@@ -1,38 +1,96 @@
 //! Golden traces: `linegate replay` must reproduce every fixture's expected alerts and summary
 //! byte for byte. The scenarios and their expected meaning are described in
-//! fixtures/traces/make_golden.py; the expected files were checked against it by hand.
-//! `LINEGATE_BLESS=1 cargo test --test golden` rewrites them (then review the diff!).
+//! fixtures/traces/make_golden.py. No expected file rests on a hand review alone: the final
+//! incidents of its alerts must be the brute-force reference's (`support::incidents`) over the
+//! events the rule applies, and its summary's counts those same events' counts. Those events are
+//! derived from the trace and its configuration alone by `support::applied` (validation,
+//! duplicates, lateness, and the frames of raw samples, `samples_clock_jump`'s included), never
+//! from the crate's replay output.
+//! `LINEGATE_BLESS=1 cargo test --test golden` rewrites them (then review the diff!); with `CI`
+//! set, it fails instead, so CI never passes by rewriting what it checks. A blessed file is still
+//! held to the reference.
 
 mod support;
 
 use std::path::Path;
 
 use linegate::rule::alert::AlertRecord;
-use support::incidents::check_revisions;
+use serde_json::Value;
+use support::applied::{self, Rules};
+use support::incidents::{check_revisions, final_incidents};
 use support::{fixture, linegate, replay, run, trace};
 
-/// Runs the binary on `fixtures/traces/{name}.jsonl` and compares with `fixtures/expected/`.
+/// The goldens whose scenario has no incident (make_golden.py says why). The reference must find
+/// one in every other, so that no expectation passes by both sides being empty.
+const WITHOUT_INCIDENTS: [&str; 5] =
+    ["exactly_two_minutes_apart", "too_late", "id_conflict", "clock_future", "poison"];
+
+/// Runs the binary on `fixtures/traces/{name}.jsonl` and compares with `fixtures/expected/`,
+/// then holds the expected files to the reference.
 fn golden(name: &str) -> Vec<AlertRecord> {
     let own = trace(&format!("{name}.toml"));
     let config = if own.exists() { own } else { trace("golden.toml") };
     let dir = tempfile::tempdir().unwrap();
     let out = replay(&trace(&format!("{name}.jsonl")), &config, dir.path());
     let expected = fixture("fixtures/expected");
-    for (got, want) in [
-        (&out.alerts, expected.join(format!("{name}.alerts.jsonl"))),
-        (&out.summary, expected.join(format!("{name}.summary.json"))),
-    ] {
-        compare(got, &want);
-    }
+    let (alerts, summary) = (
+        expected.join(format!("{name}.alerts.jsonl")),
+        expected.join(format!("{name}.summary.json")),
+    );
+    compare(&out.alerts, &alerts);
+    compare(&out.summary, &summary);
     let records: Vec<AlertRecord> =
         out.alert_lines().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     check_revisions(&records);
+    agrees_with_the_reference(name, &config, &alerts, &summary);
     records
+}
+
+/// The final incidents of the expected alerts are the brute-force reference's over the events
+/// `support::applied` derives from the trace, and the expected summary counts those events.
+fn agrees_with_the_reference(name: &str, config: &Path, alerts: &Path, summary: &Path) {
+    let rules = Rules::load(config);
+    let applied = applied::derive(&trace(&format!("{name}.jsonl")), &rules);
+    let text = std::fs::read_to_string(alerts).unwrap();
+    let records: Vec<AlertRecord> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let want = applied.incidents(&rules);
+    assert_eq!(
+        final_incidents(&records),
+        want,
+        "{}: its final incidents (left) are not the brute-force reference's (right)",
+        alerts.display()
+    );
+    assert_eq!(
+        want.is_empty(),
+        WITHOUT_INCIDENTS.contains(&name),
+        "{name}: the reference finds {} incidents; WITHOUT_INCIDENTS says otherwise",
+        want.len()
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    let n =
+        |key: &str| s[key].as_u64().unwrap_or_else(|| panic!("{}: no {key}", summary.display()));
+    let quarantined = s["quarantined"].as_object().unwrap().values().map(|v| v.as_u64().unwrap());
+    let got = applied::Counts {
+        records: n("records"),
+        accepted: n("accepted"),
+        duplicates: n("duplicates"),
+        too_late: n("too_late"),
+        quarantined: quarantined.sum(),
+        events_derived: n("events_derived"),
+    };
+    assert_eq!(got, applied.counts, "{}: counts (left) against the reference's", summary.display());
 }
 
 fn compare(got: &Path, want: &Path) {
     let got_bytes = std::fs::read(got).unwrap();
     if std::env::var_os("LINEGATE_BLESS").is_some() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "LINEGATE_BLESS is set in CI (CI is set): blessing rewrites {} with whatever the \
+             build produced and would pass any output; bless locally and review the diff",
+            want.display()
+        );
         std::fs::write(want, &got_bytes).unwrap();
         return;
     }
@@ -95,6 +153,34 @@ golden_tests!(
     also_max,
     count_clock,
 );
+
+/// fixtures/traces/make_golden.py, which describes every golden, writes exactly the committed
+/// traces (all but cwru.jsonl, which fixtures/cwru/make_trace.py writes).
+#[test]
+fn make_golden_writes_the_committed_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(trace("make_golden.py"))
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs make_golden.py");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut written = 0;
+    for entry in std::fs::read_dir(fixture("fixtures/traces")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        if !name.ends_with(".jsonl") || name == "cwru.jsonl" {
+            continue;
+        }
+        let fresh = std::fs::read(dir.path().join(name))
+            .unwrap_or_else(|e| panic!("make_golden.py does not write {name}: {e}"));
+        assert!(fresh == std::fs::read(&path).unwrap(), "{name} differs from make_golden.py's");
+        written += 1;
+    }
+    let made = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(made, written, "make_golden.py writes a trace that is not committed");
+    assert!(written > 20, "only {written} goldens");
+}
 
 /// A derived event the rule rejects is kept in `--rejected` with its reason and its content.
 #[test]

@@ -20,7 +20,9 @@ use serde_json::{json, Value};
 use support::daemon::Daemon;
 use support::mqtt::{received_events, Broker, Proxy, Subscriber};
 use support::promtool::sample;
-use support::rehearsal::{counter, event, in_arrival_order, last, series, steady, Stage, T0};
+use support::rehearsal::{
+    counter, event, every, in_arrival_order, last, never_down, series, steady, Stage, T0,
+};
 use support::{cli, free_port, reconciled};
 
 /// The topic root of the rehearsal gateway's MQTT records.
@@ -59,8 +61,8 @@ fn hot_partition() {
     // high-event index at most W + allowed lateness + bound of them (4 x 725).
     let members = series(&scrapes, "linegate_rule_state_entries{part=\"members\"}");
     let high = series(&scrapes, "linegate_rule_state_entries{part=\"high_events\"}");
-    assert!(members.iter().all(|&m| m <= 580.0), "members grew past the bound: {members:?}");
-    assert!(high.iter().all(|&h| h <= 3_000.0), "high events grew past the bound: {high:?}");
+    every("members grew past the bound", &members, |&m| m <= 580.0);
+    every("high events grew past the bound", &high, |&h| h <= 3_000.0);
     assert!(members.iter().any(|&m| m > 0.0), "the incident was never seen open");
 
     let (alerts, _) = stage.check_against_replay();
@@ -194,10 +196,9 @@ fn clock_jump() {
     let scrapes = stage.run();
 
     let wm = series(&scrapes, "linegate_watermark_timestamp_seconds{machine=\"press-1\"}");
-    assert!(!wm.is_empty());
-    assert!(wm.windows(2).all(|w| w[0] <= w[1]), "the watermark moved back: {wm:?}");
+    never_down("the watermark moved back", &wm);
     let latest = (T0 + 600_000) as f64 / 1000.0;
-    assert!(wm.iter().all(|&w| w <= latest), "the watermark followed the jump: {wm:?}");
+    every("the watermark followed the jump", &wm, |&w| w <= latest);
     assert_eq!(last(&scrapes, "linegate_rejected_total{reason=\"clock_future\"}"), 10.0);
     let (alerts, _) = stage.check_against_replay();
     assert!(alerts.iter().any(|a| a["kind"] == "open"), "the highs at 300 s still alert");
@@ -222,10 +223,10 @@ fn reconnect_burst() {
     for m in ["press-1", "mill-2"] {
         let wm =
             series(&scrapes, &format!("linegate_watermark_timestamp_seconds{{machine=\"{m}\"}}"));
-        assert!(wm.windows(2).all(|w| w[0] <= w[1]), "{m}'s watermark moved back: {wm:?}");
+        never_down(&format!("{m}'s watermark moved back"), &wm);
     }
     let lag = series(&scrapes, "linegate_lag_seconds{machine=\"press-1\"}");
-    assert!(lag.iter().all(|&l| l <= 10.0), "press-1's lag moved with mill-2's burst: {lag:?}");
+    every("press-1's lag moved with mill-2's burst", &lag, |&l| l <= 10.0);
     let too_late = last(&scrapes, "linegate_too_late_total");
     let late = last(&scrapes, "linegate_late_applied_total");
     assert!(too_late > 200.0 && late > 200.0, "too late {too_late}, late applied {late}");
@@ -307,6 +308,7 @@ fn check_delivered(stage: &Stage, subs: &[&Subscriber], alerts: &[Value]) -> Fla
         .iter()
         .map(|a| (a["alert_id"].as_str().unwrap().to_owned(), a["revision"].as_u64().unwrap()))
         .collect();
+    assert!(!accepted.is_empty() && !want.is_empty(), "nothing to deliver: {want:?}");
     let complete = || {
         let (events, got) = received(subs);
         accepted.iter().all(|id| events.contains_key(id)) && want.is_subset(&got)
@@ -351,7 +353,7 @@ fn slow_sink() {
     let scrapes = running.stop();
 
     let in_flight = series(&scrapes, "linegate_broker_in_flight_publishes");
-    assert!(in_flight.iter().all(|&n| n <= 2.0), "window exceeded: {in_flight:?}");
+    every("window exceeded", &in_flight, |&n| n <= 2.0);
     assert!(in_flight.contains(&2.0), "the window never filled: {in_flight:?}");
     let (alerts, _) = stage.check_against_replay();
     let events = check_delivered(&stage, &[&sub], &alerts);
@@ -435,7 +437,7 @@ fn lost_checkpoint() {
     let running = stage.start(&["--forward", "local-ack", "--exit-at-end"]);
     let scrapes = running.finish();
     let records = series(&scrapes, "linegate_records_total");
-    assert!(records.windows(2).all(|w| w[0] <= w[1]), "{records:?}");
+    never_down("linegate_records_total went down", &records);
     // The first run's checkpoint said 300; the re-derived count starts again below it.
     assert!(records.iter().any(|&r| r < 300.0), "no replay progress seen: {records:?}");
 

@@ -42,6 +42,12 @@ fn events() -> impl Strategy<Value = Vec<Event>> {
         })
 }
 
+/// Events, and the same events in any order: a uniform shuffle, which shrinks towards the
+/// generated order one displaced event at a time.
+fn events_in_any_order() -> impl Strategy<Value = (Vec<Event>, Vec<Event>)> {
+    events().prop_flat_map(|evs| (Just(evs.clone()), Just(evs).prop_shuffle()))
+}
+
 fn params(early: bool) -> Params {
     params_listing(early, 100)
 }
@@ -93,18 +99,11 @@ proptest! {
 
     #[test]
     fn any_order_with_duplicates_gives_the_reference_incidents(
-        evs in events(),
-        order in any::<prop::sample::Index>(),
+        (evs, mut arrivals) in events_in_any_order(),
         dups in prop::collection::vec(any::<prop::sample::Index>(), 0..10),
         early in any::<bool>(),
     ) {
-        let mut arrivals = evs.clone();
-        // A deterministic shuffle driven by `order`, then duplicates re-sent anywhere.
-        let n = arrivals.len();
-        for i in (1..n).rev() {
-            let j = order.index(i + 1).min(i);
-            arrivals.swap(i, (j + i * 31) % (i + 1));
-        }
+        // Duplicates re-sent anywhere in the shuffled arrivals.
         for d in &dups {
             let e = evs[d.index(evs.len())].clone();
             let pos = d.index(arrivals.len() + 1);
@@ -119,16 +118,9 @@ proptest! {
     /// the same first `also_max` further events by `(ts_ms, event_id)` and the full count.
     #[test]
     fn any_order_lists_the_same_first_also_max_and_the_full_count(
-        evs in events(),
-        order in any::<prop::sample::Index>(),
+        (evs, arrivals) in events_in_any_order(),
         also_max in 0u32..4,
     ) {
-        let mut arrivals = evs.clone();
-        let n = arrivals.len();
-        for i in (1..n).rev() {
-            let j = order.index(i + 1).min(i);
-            arrivals.swap(i, (j * 7 + i) % (i + 1));
-        }
         let out = run(params_listing(false, also_max), &arrivals);
         check_revisions(&out);
         prop_assert!(out.iter().all(|r| r.also.len() <= also_max as usize));
@@ -162,6 +154,45 @@ proptest! {
         let with = evs.iter().filter(|e| !expected(e).is_empty()).count();
         prop_assert!(with >= 8, "only {with} of 20 cases have incidents");
     }
+}
+
+/// The event ids of `evs`, in their order.
+fn ids(evs: &[Event]) -> Vec<&str> {
+    evs.iter().map(|e| e.event_id.as_str()).collect()
+}
+
+/// Guards the order strategy: every case is a permutation of its events, nearly every case of
+/// three or more events arrives out of the generated order, and a property that fails on any
+/// reordering shrinks to one swap of two events.
+#[test]
+fn orders_are_shuffles_that_shrink() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{TestError, TestRunner};
+    let mut runner = TestRunner::deterministic();
+    let (mut long, mut moved) = (0, 0);
+    for _ in 0..200 {
+        let (evs, arrivals) = events_in_any_order().new_tree(&mut runner).unwrap().current();
+        let (mut a, mut b) = (ids(&evs), ids(&arrivals));
+        let reordered = a != b;
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "not a permutation");
+        if evs.len() >= 3 {
+            long += 1;
+            moved += usize::from(reordered);
+        }
+    }
+    assert!(moved * 10 >= long * 9, "only {moved} of {long} cases are reordered");
+
+    let failed = TestRunner::deterministic()
+        .run(&events_in_any_order(), |(evs, arrivals)| {
+            prop_assert_eq!(ids(&evs), ids(&arrivals));
+            Ok(())
+        })
+        .unwrap_err();
+    let TestError::Fail(_, (evs, arrivals)) = failed else { panic!("{failed}") };
+    let displaced = evs.iter().zip(&arrivals).filter(|(e, a)| e.event_id != a.event_id).count();
+    assert_eq!(displaced, 2, "shrunk to {:?} from {:?}", ids(&arrivals), ids(&evs));
 }
 
 proptest! {
@@ -223,6 +254,22 @@ fn check_order(secs: &[i64]) {
     let out = run(params(false), &evs);
     check_revisions(&out);
     assert_eq!(final_incidents(&out), expected(&evs));
+}
+
+/// The first case saved in rule_props.proptest-regressions, kept as a test: its seed makes
+/// another case since the order strategy became a shuffle. Three high events of mill-2 arriving
+/// 260.001 s, 280 s, 180 s after T0.
+#[test]
+fn regression_three_highs_arriving_with_the_earliest_last() {
+    let evs: Vec<Event> = [260_001, 280_000, 180_000]
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| event("mill-2", "s0", i as u64, T0 + ms, 0.9))
+        .collect();
+    let out = run(params(false), &evs);
+    check_revisions(&out);
+    assert_eq!(final_incidents(&out), expected(&evs));
+    assert_eq!(expected(&evs).len(), 1);
 }
 
 /// Shrunk from `any_order_with_duplicates_gives_the_reference_incidents`: an incident [20, 120)

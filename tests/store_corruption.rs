@@ -57,28 +57,88 @@ fn populated(tmp: &Path) -> PathBuf {
     dir
 }
 
-/// Opens with recovery and checks the store works; returns whether it was recovered.
-fn recovers_and_works(dir: &Path) -> bool {
-    let (mut s, rec) = Store::open_or_recover(dir, opts(), NOW).unwrap();
-    if let Some(r) = &rec {
-        assert!(r.moved_to.exists(), "moved-aside copy kept: {r:?}");
-        assert!(r.moved_to.file_name().unwrap().to_string_lossy().contains("corrupt-"));
-        assert_eq!(recoveries(&s).len(), 1, "one Recovery record");
-        // "decider state" is no decider snapshot: the decide stage could not restore it.
-        assert_eq!(s.last_checkpoint().unwrap(), None, "a checkpoint only when usable");
-    } else {
-        // Intact: whatever sled kept decodes. sled treats a record failing its checksum as the
-        // torn end of its log and silently drops it and all after it: after a bit flip the store
-        // often opens "intact" with fewer records (see src/store/recovery.rs).
-        s.startup_check().unwrap();
+/// What a damaged store of [`populated`] kept, counted after [`Store::open_or_recover`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Kept {
+    /// Journal records of the 200 that read back: always positions `1..=journal`, unchanged.
+    journal: u64,
+    /// Outbox records of the 50 that read back.
+    outbox: u64,
+    /// What the store says it lost.
+    declared: Declared,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Declared {
+    /// No `Recovery` record: sled opened the store as intact. Whatever is missing was lost
+    /// silently (src/store/recovery.rs, "Known limit: silent loss inside sled").
+    Nothing,
+    /// A `Recovery` record whose salvage failed: everything declared lost.
+    Everything,
+    /// A `Recovery` record declaring these many journal and outbox records lost.
+    Counted { journal: u64, outbox: u64 },
+}
+
+impl Kept {
+    const ALL: Kept = Kept { journal: 200, outbox: 50, declared: Declared::Nothing };
+    const NOTHING_DECLARED_EVERYTHING: Kept =
+        Kept { journal: 0, outbox: 0, declared: Declared::Everything };
+
+    /// Opened as intact with only the first `journal` records (sled's silent loss).
+    const fn silently(journal: u64, outbox: u64) -> Kept {
+        Kept { journal, outbox, declared: Declared::Nothing }
     }
+}
+
+/// Inclusive ranges, counted.
+fn count(ranges: &[(u64, u64)]) -> u64 {
+    ranges.iter().map(|(a, b)| b - a + 1).sum()
+}
+
+/// Opens with recovery, counts what the store kept and what it declares lost (a recovery's
+/// counts must be those of the records that read back), and checks that it works afterwards
+/// (append, checkpoint, reopen without a second recovery).
+fn recovers_and_works(dir: &Path) -> Kept {
+    let (mut s, rec) = Store::open_or_recover(dir, opts(), NOW).unwrap();
+    let journal: Vec<(u64, Vec<u8>)> =
+        s.journal_from(1).map(|r| r.unwrap()).map(|(pos, _, bytes)| (pos, bytes)).collect();
+    for (i, (pos, bytes)) in journal.iter().enumerate() {
+        assert_eq!(*pos, i as u64 + 1, "the journal kept is a prefix of what was written");
+        assert_eq!(bytes, &vec![i as u8; 1000], "journal record {pos} unchanged");
+    }
+    let outbox = s.outbox_pending().collect::<Result<Vec<_>, _>>().unwrap().len() as u64;
+    let declared = match &rec {
+        Some(r) => {
+            assert!(r.moved_to.exists(), "moved-aside copy kept: {r:?}");
+            assert!(r.moved_to.file_name().unwrap().to_string_lossy().contains("corrupt-"));
+            assert_eq!(recoveries(&s), vec![r.salvage.clone()], "one Recovery record");
+            // "decider state" is no decider snapshot: the decide stage could not restore it.
+            assert_eq!(s.last_checkpoint().unwrap(), None, "a checkpoint only when usable");
+            if r.salvage.failed.is_some() {
+                assert!(r.lost.starts_with("everything"), "{}", r.lost);
+                Declared::Everything
+            } else {
+                let copied = |kind: &str| r.salvage.copied.get(kind).copied().unwrap_or(0);
+                assert_eq!((copied("journal"), copied("outbox")), (journal.len() as u64, outbox));
+                let journal = count(&r.salvage.lost_journal);
+                Declared::Counted { journal, outbox: count(&r.salvage.lost_outbox) }
+            }
+        }
+        None => {
+            s.startup_check().unwrap();
+            // The checkpoint and its 50 outbox records were one batch: both or neither.
+            let checkpoint = s.last_checkpoint().unwrap().is_some();
+            assert_eq!(outbox, if checkpoint { 50 } else { 0 }, "the checkpoint's batch torn");
+            Declared::Nothing
+        }
+    };
     let pos = s.append_journal(&[(NOW, b"after".to_vec())]).unwrap();
     s.checkpoint(pos.start, b"d2", &[]).unwrap();
     drop(s);
     let (s, again) = Store::open_or_recover(dir, opts(), NOW + 1).unwrap();
     assert!(again.is_none(), "the recovered store opens cleanly: {again:?}");
     assert_eq!(s.last_checkpoint().unwrap().unwrap().decider, b"d2");
-    rec.is_some()
+    Kept { journal: journal.len() as u64, outbox, declared }
 }
 
 /// The salvage reports of the store's `Recovery` ledger records.
@@ -103,11 +163,14 @@ fn flip(file: &Path, offset: u64) {
     std::fs::write(file, bytes).unwrap();
 }
 
-fn snapshot(dir: &Path) -> Option<PathBuf> {
+/// sled's snapshot file in the closed store `dir`; the test fails when there is none, since
+/// damaging it is the point.
+fn snapshot(dir: &Path) -> PathBuf {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("snap."))
+        .unwrap_or_else(|| panic!("{} has no snap.* file to damage", dir.display()))
 }
 
 #[test]
@@ -120,50 +183,74 @@ fn an_intact_store_opens_without_recovery() {
     assert_eq!(s.outbox_pending().count(), 50);
 }
 
+// The damage below is deterministic (fixed offsets, fixed bytes) and so is what sled makes of
+// it: each case names what the store keeps and declares. `Kept::silently` marks sled's known
+// limit: a log record failing its checksum is taken as the torn end of the log and dropped with
+// everything after it, so the store opens "intact" with less (src/store/recovery.rs).
+
 #[test]
 fn truncated_files_open_recovered_or_intact() {
     let _serial = serial();
-    for (name, keep) in [("conf", 0), ("conf", 10), ("db", 0), ("db", 100), ("db", 70_000)] {
+    for (name, keep, kept) in [
+        ("conf", 0, Kept::ALL),
+        ("conf", 10, Kept::NOTHING_DECLARED_EVERYTHING),
+        ("db", 0, Kept::silently(0, 0)),
+        ("db", 100, Kept::silently(0, 0)),
+        ("db", 70_000, Kept::silently(26, 0)),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = populated(tmp.path());
         truncate(&dir.join(name), keep);
-        recovers_and_works(&dir);
+        assert_eq!(recovers_and_works(&dir), kept, "{name} cut to {keep} bytes");
     }
 }
 
+/// sled refuses a store whose snapshot file is cut short, although its log is whole, and so does
+/// salvage, which reads through sled: everything is declared lost.
 #[test]
-fn a_truncated_snapshot_opens_recovered_or_intact() {
+fn a_truncated_snapshot_is_recovered_and_everything_declared_lost() {
     let _serial = serial();
     for keep in [0, 7, 40] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = populated(tmp.path());
-        if let Some(snap) = snapshot(&dir) {
-            truncate(&snap, keep);
-        }
-        recovers_and_works(&dir);
+        // sled writes its snapshot file when it opens a store it did not just create.
+        drop(Store::open(&dir, opts()).unwrap());
+        truncate(&snapshot(&dir), keep);
+        let kept = recovers_and_works(&dir);
+        assert_eq!(kept, Kept::NOTHING_DECLARED_EVERYTHING, "snapshot cut to {keep} bytes");
     }
 }
 
 #[test]
 fn bit_flips_in_the_db_file_open_recovered_or_intact() {
     let _serial = serial();
-    for offset in [0, 13, 512, 4096, 65_536, 150_000, 262_144, 1 << 30] {
+    for (offset, journal) in [
+        (0, 0),
+        (13, 0),
+        (512, 0),
+        (4096, 3),
+        (65_536, 26),
+        (150_000, 53),
+        (262_144, 91),
+        (1 << 30, 200),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = populated(tmp.path());
         flip(&dir.join("db"), offset);
-        recovers_and_works(&dir);
+        let kept = recovers_and_works(&dir);
+        assert_eq!(kept, Kept::silently(journal, 0), "a bit flip at {offset}");
     }
 }
 
 #[test]
-fn a_garbage_snapshot_file_opens_recovered_or_intact() {
+fn a_garbage_snapshot_file_is_recovered_and_everything_declared_lost() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = populated(tmp.path());
     // A newer snapshot name than any sled wrote, holding garbage (fixed bytes).
     let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
     std::fs::write(dir.join("snap.FFFFFFFFFFFFFFF0"), garbage).unwrap();
-    recovers_and_works(&dir);
+    assert_eq!(recovers_and_works(&dir), Kept::NOTHING_DECLARED_EVERYTHING);
 }
 
 #[test]
@@ -181,7 +268,7 @@ fn a_file_where_the_directory_should_be_is_moved_aside_and_everything_declared_l
     drop(s);
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::write(&dir, b"not a database").unwrap();
-    assert!(recovers_and_works(&dir));
+    assert_eq!(recovers_and_works(&dir), Kept::NOTHING_DECLARED_EVERYTHING);
     assert!(std::fs::read_dir(tmp.path()).unwrap().any(|e| e
         .unwrap()
         .file_name()
@@ -198,9 +285,12 @@ fn unreadable_files_open_recovered_or_intact() {
     for f in ["db", "conf"] {
         std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o000)).unwrap();
     }
-    // As root the permissions change nothing and the store opens intact; as a user it is
-    // recovered. Either way it works afterwards.
-    recovers_and_works(&dir);
+    // As root (who reads them anyway) the permissions change nothing and the store opens intact;
+    // as a user sled cannot open it and it is recovered, everything declared lost. Either way it
+    // works afterwards.
+    let readable = std::fs::read(dir.join("db")).is_ok();
+    let kept = if readable { Kept::ALL } else { Kept::NOTHING_DECLARED_EVERYTHING };
+    assert_eq!(recovers_and_works(&dir), kept, "files readable anyway: {readable}");
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //! - [`daemon`]: `linegate run` in the background, its log, signals and exit;
 //! - [`crashes`]: the failpoints, trace and replay reference of the crash and power-loss tests;
 //! - [`incidents`]: the brute-force reference of docs/contracts.md section 4;
+//! - [`applied`]: which events of a trace the rule counts, from the trace and its configuration
+//!   alone (the reference's input for the golden traces);
 //! - [`modbus`], [`mqtt`], [`promtool`]: the real peers (pymodbus and socat, mosquitto and
 //!   `mosquitto_sub`, Prometheus' `promtool`) and what the tests read from them;
 //! - [`powercut`]: a FUSE filesystem that holds what no fsync covered, and cuts the power.
@@ -16,6 +18,7 @@
 //! Where unit tests in `src/` go is in docs/testing-conventions.md.
 #![allow(dead_code)] // each test binary uses a part of it
 
+pub mod applied;
 pub mod crashes;
 pub mod daemon;
 pub mod incidents;

@@ -98,6 +98,7 @@ impl Stage {
             .filter(|e| e["kind"] == "accepted")
             .map(|e| e["event_id"].as_str().unwrap().to_owned())
             .collect();
+        assert!(!accepted.is_empty(), "the run accepted no event: nothing to compare");
         let unique: BTreeSet<&String> = accepted.iter().collect();
         assert_eq!(unique.len(), accepted.len(), "an event was accepted twice");
         assert_eq!(accepted.len() as u64, want.accepted(), "accepted events differ from replay");
@@ -178,12 +179,30 @@ pub fn series(scrapes: &[String], name: &str) -> Vec<f64> {
     scrapes.iter().filter_map(|b| sample(b, name)).collect()
 }
 
-/// A counter's last value, after checking that it never went down from one scrape to the next.
+/// A counter's last value, after checking that some scrape has it and that it never went down
+/// from one scrape to the next.
 #[track_caller]
 pub fn counter(scrapes: &[String], name: &str) -> f64 {
     let values = series(scrapes, name);
+    assert!(!values.is_empty(), "{name}: in none of {} scrapes", scrapes.len());
     assert!(values.windows(2).all(|w| w[0] <= w[1]), "{name} went down: {values:?}");
     last(scrapes, name)
+}
+
+/// Fails the test unless `values` holds at least one value and `ok` holds for each: a check
+/// over every value must not pass because there is none.
+#[track_caller]
+pub fn every<T: std::fmt::Debug>(what: &str, values: &[T], ok: impl Fn(&T) -> bool) {
+    assert!(!values.is_empty(), "{what}: no values to check");
+    assert!(values.iter().all(ok), "{what}: {values:?}");
+}
+
+/// Fails the test unless `values` holds at least two values (one shows no trend) and none is
+/// below the one before it.
+#[track_caller]
+pub fn never_down(what: &str, values: &[f64]) {
+    assert!(values.len() >= 2, "{what}: {} values, too few to see a trend", values.len());
+    assert!(values.windows(2).all(|w| w[0] <= w[1]), "{what}: {values:?}");
 }
 
 /// The value of `name` in the last scrape (0 when absent).
