@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
 use crate::records::quarantine::Reason;
@@ -348,4 +350,81 @@ fn worse_clock_follows_the_contract_order() {
     }
     let (small, none) = (c(ClockState::Unknown, Some(5)), c(ClockState::Unknown, None));
     assert_eq!(worse_clock(small, none), none, "a missing bound counts as the largest");
+}
+
+/// One samples record of the clock property: sensor index, gap after the sensor's last sample
+/// (ms), rate index, sample count, clock evidence (`None`: the record carries none), and whether
+/// the cutter is snapshotted and restored after it.
+type ClockCase = (usize, u16, usize, usize, Option<ClockEvidence>, bool);
+
+fn clock_evidence() -> impl Strategy<Value = ClockEvidence> {
+    (0..ClockState::ALL.len(), proptest::option::of(0u32..4))
+        .prop_map(|(s, err_ms)| ClockEvidence { state: ClockState::ALL[s], err_ms })
+}
+
+fn clock_case() -> impl Strategy<Value = ClockCase> {
+    (
+        0usize..4,
+        0u16..1500,
+        0usize..4,
+        1usize..40,
+        proptest::option::of(clock_evidence()),
+        any::<bool>(),
+    )
+}
+
+/// How little a clock can be trusted: its state in the contract's order (section 3), then its
+/// error bound, a missing bound the largest.
+fn distrust(c: ClockEvidence) -> (u8, u64) {
+    (c.state.distrust(), c.err_ms.map_or(u64::MAX, u64::from))
+}
+
+proptest! {
+    /// A derived event's clock is never better than the clock of any sample in its frame, and is
+    /// one of theirs (the worst): random records of random clock evidence, frames spanning
+    /// records, rates and sensors mixed, snapshots taken between records.
+    #[test]
+    fn a_derived_event_s_clock_is_never_better_than_its_samples(
+        cases in proptest::collection::vec(clock_case(), 1..60),
+    ) {
+        const RATES: [f64; 4] = [1.0, 4.0, 10.0, 33.3];
+        let mut c = FrameCutter::new(params(Metric::AccelRms));
+        let mut out = Vec::new();
+        // (machine, sensor, frame) -> the clocks of the samples taken into it
+        let mut taken: BTreeMap<(String, String, i64), Vec<ClockEvidence>> = BTreeMap::new();
+        let mut last: BTreeMap<usize, f64> = BTreeMap::new();
+        for (i, &(s, gap, rate, n, clock, snapshot)) in cases.iter().enumerate() {
+            let rate = RATES[rate];
+            let (machine, sensor) = (if s < 3 { "m0" } else { "m1" }, format!("s{s}"));
+            let earliest = last.get(&s).map_or(T as f64, |&l| l + 500.0 / rate);
+            let t0 = earliest.ceil() as i64 + i64::from(gap);
+            let mut r = rec(machine, &sensor, t0, rate, vec![0.5; n]);
+            r.clock = clock;
+            c.push(T + i as i64, &r, &mut out).unwrap();
+            for j in 0..n {
+                let t = t0 as f64 + (j as f64) * 1000.0 / rate;
+                let k = (t / 1000.0).floor() as i64;
+                let key = (machine.to_owned(), sensor.clone(), k);
+                taken.entry(key).or_default().push(clock.unwrap_or(ClockEvidence::UNKNOWN));
+            }
+            last.insert(s, t0 as f64 + ((n - 1) as f64) * 1000.0 / rate);
+            if snapshot {
+                c = FrameCutter::restore(params(Metric::AccelRms), &c.snapshot()).unwrap();
+            }
+        }
+        c.advance(T + 1_000_000_000, &mut out);
+        prop_assert_eq!(c.dropped_samples(), 0);
+        prop_assert_eq!(out.len(), taken.len(), "one event per frame with samples");
+        for e in &out {
+            let k = e.samples.as_ref().unwrap().from_ms / FRAME_MS;
+            let clocks = &taken[&(e.machine.clone(), e.sensor.clone(), k)];
+            for &sample in clocks {
+                prop_assert!(
+                    distrust(e.clock) >= distrust(sample),
+                    "{}: {:?} is better than its sample's {:?}", e.event_id, e.clock, sample
+                );
+            }
+            prop_assert!(clocks.contains(&e.clock), "{}: {:?} not among {:?}", e.event_id, e.clock, clocks);
+        }
+    }
 }
