@@ -72,7 +72,9 @@ struct Frame {
 
 fn trace_frames() -> Vec<Frame> {
     let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
-    let mut by_sensor: BTreeMap<(String, String), BTreeMap<i64, (f64, Vec<f64>)>> = BTreeMap::new();
+    // (machine, sensor) -> frame index -> (rate, samples)
+    type Frames = BTreeMap<i64, (f64, Vec<f64>)>;
+    let mut by_sensor: BTreeMap<(String, String), Frames> = BTreeMap::new();
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         if v["kind"] != "samples" {

@@ -108,7 +108,8 @@ pub(crate) fn squared_envelope_spectrum(
 
     work.squared.clear();
     work.squared.extend(work.analytic.iter().map(|z| z.norm_sqr()));
-    let mean = work.squared.iter().sum::<f64>() / m as f64;
+    let [sum] = super::moments::sum_by_lanes(&work.squared, |v| [v]);
+    let mean = sum / m as f64;
     for e in work.squared.iter_mut() {
         *e -= mean;
     }

@@ -24,8 +24,8 @@ pub(crate) struct Geometry {
 }
 
 impl Geometry {
-    /// The bins for a defect at `defect_hz` in the `n`-point spectrum of a frame at `rate_hz`; `None`
-    /// when the tolerance window reaches bin 0, the neighbourhood goes past bin `n/2`, or the
+    /// The bins for a defect at `defect_hz` in the `n`-point spectrum of a frame at `rate_hz`;
+    /// `None` when the tolerance window reaches bin 0, the neighbourhood goes past bin `n/2`, or the
     /// neighbourhood holds no window of the tolerance window's width.
     pub(crate) fn new(defect_hz: f64, rate_hz: f64, n: usize) -> Option<Geometry> {
         let d = defect_hz / (rate_hz / n as f64);

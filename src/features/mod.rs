@@ -24,16 +24,20 @@
 //! - `crest_factor = accel_peak / accel_rms` (0 when `accel_rms` is 0).
 //! - `kurtosis = (sum x^4 / n) / (sum x^2 / n)^2`, population moments (3 for a Gaussian, 1.5 for
 //!   a sine; 0 when every sample is equal).
+//!
+//! Sums over the samples (the mean, the moments) run as four interleaved partial sums combined
+//! in a fixed order (`moments::sum_by_lanes`), the others in increasing index: the order is part
+//! of the definition of the bits, and never depends on the platform.
 //! - `velocity_rms` (mm/s): with the band `B` (default 10-1000 Hz, 2-1000 Hz for a machine at
 //!   600 rpm or less; **both edges included**), `1000 * sqrt(S)` where `S` sums, in increasing
 //!   `k`, `2 |X_k|^2 / (n^2 (2 pi f_k)^2)` over `0 < k < n/2` with `f_k` in `B`, and
 //!   `|X_k|^2 / (n^2 (2 pi f_k)^2)` for `k = n/2` when `n` is even and `f_{n/2}` is in `B`.
-//!   Absent when `fs / 2 <= ` the band's top.
+//!   Absent when the Nyquist frequency `fs / 2` is not above the band's top.
 //!
 //! # Envelope indicators
 //!
-//! Given for a bearing (defect orders) on a shaft of known speed `f_s` (Hz). The defect
-//! frequencies are `f_d = order x f_s` for `bpfo`, `bpfi`, `bsf` and `ftf`.
+//! Given for a bearing (defect orders) on a shaft of known speed `f_r` (Hz, rpm / 60). The defect
+//! frequencies are `f_d = order x f_r` for `bpfo`, `bpfi`, `bsf` and `ftf`.
 //!
 //! 1. **Band.** `K` = the bins `0 < k < n/2` with `f_k` in the envelope band (edges included):
 //!    the configured `envelope_band` (absent when its top is not below `fs / 2`, or it holds no
@@ -55,8 +59,9 @@
 //!    every run of `w` consecutive bins lying entirely in the part below or entirely in the part
 //!    above of the largest `S_j` in the run; the indicator is `peak / floor`. Compared with like:
 //!    the window's largest value against the typical largest value of windows as wide around
-//!    it, so it is about 1 where nothing stands out (its median over pure noise is 1). Absent
-//!    when `ceil(d - h) < 1`, `floor(d + h + g) > n/2`, no run fits in `N`, or the floor is 0.
+//!    it, so it is about 1 where nothing stands out (over Gaussian noise its median is 1.0 and
+//!    its 99th percentile about 2). Absent when `ceil(d - h) < 1`, `floor(d + h + g) > n/2`, no
+//!    run fits in `N`, or the floor is 0.
 //!
 //! # The kurtogram
 //!
@@ -235,7 +240,8 @@ impl Extractor {
             // Every sample is equal (Welford's mean is then exact): x is exactly 0.
             self.x.fill(0.0);
         } else {
-            let mean = self.x.iter().sum::<f64>() / n as f64;
+            let [sum] = moments::sum_by_lanes(&self.x, |v| [v]);
+            let mean = sum / n as f64;
             for v in self.x.iter_mut() {
                 *v -= mean;
             }

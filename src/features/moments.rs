@@ -27,17 +27,39 @@ pub fn rms_and_peak(samples: &[f64]) -> (f64, f64) {
     (var.sqrt(), peak)
 }
 
-/// The fourth standardized moment of `x` (already centred) with population moments:
-/// `(sum x^4 / n) / (sum x^2 / n)^2`, sums in sample order; 0 when the variance is 0 (or `x` is
-/// empty). 3 for a Gaussian, 1.5 for a sine.
-pub fn kurtosis(x: &[f64]) -> f64 {
-    let mut s2 = 0.0f64;
-    let mut s4 = 0.0f64;
-    for &v in x {
-        let q = v * v;
-        s2 += q;
-        s4 += q * q;
+/// Sums of `f(v)` over `values` in a fixed order that does not hold up on one long chain of
+/// additions: four interleaved partial sums (values `4i + j` into sum `j`, in order), combined as
+/// `(s0 + s1) + (s2 + s3)`.
+pub(crate) fn sum_by_lanes<const K: usize>(
+    values: &[f64],
+    f: impl Fn(f64) -> [f64; K],
+) -> [f64; K] {
+    let mut lanes = [[0.0f64; K]; 4];
+    let chunks = values.chunks_exact(4);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            for (acc, term) in lane.iter_mut().zip(f(v)) {
+                *acc += term;
+            }
+        }
     }
+    for (lane, &v) in lanes.iter_mut().zip(rest) {
+        for (acc, term) in lane.iter_mut().zip(f(v)) {
+            *acc += term;
+        }
+    }
+    std::array::from_fn(|i| (lanes[0][i] + lanes[1][i]) + (lanes[2][i] + lanes[3][i]))
+}
+
+/// The fourth standardized moment of `x` (already centred) with population moments:
+/// `(sum x^4 / n) / (sum x^2 / n)^2`, both sums by [`sum_by_lanes`]; 0 when the variance is 0
+/// (or `x` is empty). 3 for a Gaussian, 1.5 for a sine.
+pub fn kurtosis(x: &[f64]) -> f64 {
+    let [s2, s4] = sum_by_lanes(x, |v| {
+        let q = v * v;
+        [q, q * q]
+    });
     if x.is_empty() || s2 == 0.0 {
         return 0.0;
     }

@@ -327,14 +327,9 @@ fn the_short_envelope_transform_equals_the_full_length_definition() {
             )
             .unwrap();
             let scale = want.iter().copied().fold(0.0, f64::max);
-            for j in 1..lags {
-                let err = (work.magnitudes[j] - want[j]).abs() / scale;
-                assert!(
-                    err < 1e-12,
-                    "n {n}, whiten {whiten}, lag {j}: {} vs {}",
-                    work.magnitudes[j],
-                    want[j]
-                );
+            for (j, (got, want)) in work.magnitudes.iter().zip(&want).enumerate().skip(1) {
+                let err = (got - want).abs() / scale;
+                assert!(err < 1e-12, "n {n}, whiten {whiten}, lag {j}: {got} vs {want}");
             }
         }
     }
@@ -386,9 +381,9 @@ fn the_kurtogram_finds_the_band_of_the_impacts() {
     let mut rng = Rng::new(5);
     let mut x = gaussian(&mut rng, n, 0.5);
     let period = fs / 90.0;
-    for i in 0..n {
+    for (i, v) in x.iter_mut().enumerate() {
         let since = (i as f64) % period / fs;
-        x[i] += 3.0 * (-since * 1500.0).exp() * (2.0 * PI * 4200.0 * since).sin();
+        *v += 3.0 * (-since * 1500.0).exp() * (2.0 * PI * 4200.0 * since).sin();
     }
     let mut p = with_bearing(params(AccelUnit::Ms2, fs), EnvelopeMethod::Kurtogram);
     p.bearing =

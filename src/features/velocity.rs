@@ -19,16 +19,14 @@ pub fn velocity_rms(spectrum: &[Complex<f64>], n: usize, rate_hz: f64, band: Ban
     if rate_hz / 2.0 <= band.hi_hz || n == 0 {
         return None;
     }
+    // The band's top is below Nyquist, so bin n/2 (weight 1) is never in it: every bin in the
+    // band has weight 2.
+    let Some(bins) = super::envelope::band_bins(band, rate_hz, n) else { return Some(0.0) };
     let nn = n as f64 * n as f64;
     let mut sum = 0.0f64;
-    for (k, x) in spectrum.iter().enumerate().take(n / 2 + 1).skip(1) {
-        let f = bin_hz(k, rate_hz, n);
-        if !band.contains(f) {
-            continue;
-        }
-        let weight = if 2 * k == n { 1.0 } else { 2.0 };
-        let w = 2.0 * std::f64::consts::PI * f;
-        sum += weight * x.norm_sqr() / (nn * (w * w));
+    for (k, x) in spectrum[bins.clone()].iter().enumerate() {
+        let w = 2.0 * std::f64::consts::PI * bin_hz(bins.start() + k, rate_hz, n);
+        sum += 2.0 * x.norm_sqr() / (nn * (w * w));
     }
     Some(1000.0 * sum.sqrt())
 }
