@@ -1,4 +1,5 @@
-//! What the gateway's envelope indicators name on the CWRU bearing recordings (docs/diagnostics.md):
+//! What the gateway's envelope indicators name on the CWRU bearing recordings
+//! (docs/diagnostics.md):
 //!
 //! `cargo run --release --example cwru_diagnose -- [DIR] [--threshold T] [--values]`
 //!
@@ -9,8 +10,8 @@
 //! and quantised to 3.9 mg, what an ADXL345 on SPI delivers. Naming rule: a frame names the
 //! defect of the largest of `env_bpfo`, `env_bpfi`, `env_bsf` when it is at least T (default 3),
 //! else nothing; `env_ftf` names nothing by itself.
-//! Prints Markdown: per record and method, what was named in how many frames, and per frame.
-//! `--values` adds every frame's four indicators.
+//! Prints Markdown: per record and method, what was named in how many frames, and per frame;
+//! then the indicators on Gaussian noise. `--values` adds every frame's four indicators.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use linegate::features::{
     AccelUnit, Band, Bearing, Defect, DefectOrders, EnvelopeMethod, Extractor, Params,
 };
+use linegate::synth::Rng;
 use realfft::RealFftPlanner;
 use rustfft::num_complex::Complex;
 
@@ -78,7 +80,8 @@ fn rpm(manifest: &serde_json::Value, file: &str) -> f64 {
 }
 
 /// `x` at 12 kHz resampled to 3200 Hz by the DFT (an ideal low-pass below 1600 Hz) and quantised
-/// to the ADXL345's resolution. Uses the first multiple of 15 samples (15 at 12 kHz = 4 at 3.2 kHz).
+/// to the ADXL345's resolution. Uses the first multiple of 15 samples (15 samples at 12 kHz last
+/// as long as 4 at 3.2 kHz).
 fn as_adxl345(x: &[f64]) -> Vec<f64> {
     let n = x.len() - x.len() % 15;
     let m = n / 15 * 4;
@@ -208,6 +211,56 @@ fn print_tables(title: &str, results: &Results, threshold: f64, values: bool) {
     }
 }
 
+/// Gaussian noise (deterministic, Box-Muller) of `n` samples.
+fn noise(rng: &mut Rng, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let (u1, u2) = (1.0 - rng.unit(), rng.unit());
+            0.1 * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        })
+        .collect()
+}
+
+/// The indicators on `NOISE_FRAMES` frames of Gaussian noise per rate and method: their median,
+/// 99th percentile and largest value, and how many frames the naming rule names.
+fn print_noise(threshold: f64) {
+    const NOISE_FRAMES: usize = 400;
+    println!("### Gaussian noise\n");
+    println!("{NOISE_FRAMES} frames of Gaussian noise per rate; all four indicators pooled.\n");
+    println!("| rate, band | method | median | 99th percentile | largest | frames named |");
+    println!("|---|---|---|---|---|---|");
+    let mut ex = Extractor::new();
+    for (rate, band) in [(12000usize, Band::new(2000.0, 5000.0)), (ADXL_RATE, ADXL_BAND)] {
+        let mut rng = Rng::new(rate as u64);
+        let frames: Vec<Vec<f64>> = (0..NOISE_FRAMES).map(|_| noise(&mut rng, rate)).collect();
+        for method in EnvelopeMethod::ALL {
+            let params = Params {
+                bearing: Some(Bearing { shaft_hz: 29.93, orders: DefectOrders::SKF_6205 }),
+                envelope_band: band,
+                envelope: method,
+                ..Params::new(AccelUnit::G, rate as f64)
+            };
+            let mut all = Vec::new();
+            let mut named_frames = 0;
+            for frame in &frames {
+                let env = ex.extract(frame, &params).expect("features").envelope.expect("envelope");
+                let values = Defect::ALL.map(|d| env.get(d).map(|i| i.value));
+                named_frames += usize::from(named(&values, threshold).is_some());
+                all.extend(values.into_iter().flatten());
+            }
+            all.sort_by(f64::total_cmp);
+            let at = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
+            println!(
+                "| {rate} Hz, {band} | {method} | {:.2} | {:.2} | {:.2} | {named_frames} |",
+                at(0.5),
+                at(0.99),
+                at(1.0)
+            );
+        }
+    }
+    println!();
+}
+
 fn main() {
     let o = options();
     let manifest: serde_json::Value = serde_json::from_slice(
@@ -231,4 +284,5 @@ fn main() {
     let title =
         format!("3200 Hz (ADXL345 on SPI: resampled, 3.9 mg steps), envelope band {ADXL_BAND}");
     print_tables(&title, &at_3200, o.threshold, o.values);
+    print_noise(o.threshold);
 }
