@@ -1,7 +1,7 @@
 //! What the gateway's envelope indicators name on the CWRU bearing recordings
 //! (docs/diagnostics.md):
 //!
-//! `cargo run --release --example cwru_diagnose -- [DIR] [--threshold T] [--values]`
+//! `cargo run --example cwru_diagnose -- [DIR] [--threshold T] [--band LO-HI] [--values]`
 //!
 //! DIR holds the `.f32` recordings and `manifest.json` (default `../shared/data/cwru`; the data is
 //! not in the repository). Every 12 kHz drive-end record is cut into 1-s frames from its start
@@ -11,7 +11,8 @@
 //! defect of the largest of `env_bpfo`, `env_bpfi`, `env_bsf` when it is at least T (default 3),
 //! else nothing; `env_ftf` names nothing by itself.
 //! Prints Markdown: per record and method, what was named in how many frames, and per frame;
-//! then the indicators on Gaussian noise. `--values` adds every frame's four indicators.
+//! then the indicators on Gaussian noise. `--values` adds every frame's four indicators;
+//! `--band` sets the 12 kHz envelope band (default 2000-5000 Hz).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -48,11 +49,17 @@ struct Options {
     dir: PathBuf,
     threshold: f64,
     values: bool,
+    /// The envelope band at 12 kHz.
+    band: Band,
 }
 
 fn options() -> Options {
-    let mut o =
-        Options { dir: PathBuf::from("../shared/data/cwru"), threshold: 3.0, values: false };
+    let mut o = Options {
+        dir: PathBuf::from("../shared/data/cwru"),
+        threshold: 3.0,
+        values: false,
+        band: Band::new(2000.0, 5000.0),
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -60,6 +67,11 @@ fn options() -> Options {
                 o.threshold = args.next().and_then(|t| t.parse().ok()).expect("--threshold T")
             }
             "--values" => o.values = true,
+            "--band" => {
+                let text = args.next().expect("--band LO-HI (Hz)");
+                let (lo, hi) = text.split_once('-').expect("--band LO-HI (Hz)");
+                o.band = Band::new(lo.parse().expect("LO in Hz"), hi.parse().expect("HI in Hz"));
+            }
             _ if a.starts_with("--") => panic!("unknown option {a}"),
             _ => o.dir = PathBuf::from(a),
         }
@@ -121,8 +133,16 @@ fn letter(d: Option<Defect>) -> char {
     }
 }
 
-/// Per record and method: the indicator values of every frame.
-type Results = Vec<(usize, BTreeMap<EnvelopeMethod, Vec<[Option<f64>; 4]>>)>;
+/// One frame's indicators, the band its envelope was taken in and that band's spectral kurtosis
+/// (kurtogram).
+struct FrameResult {
+    values: [Option<f64>; 4],
+    band: Band,
+    kurtosis: Option<f64>,
+}
+
+/// Per record and method: every frame's result.
+type Results = Vec<(usize, BTreeMap<EnvelopeMethod, Vec<FrameResult>>)>;
 
 fn analyse(records: &[(Vec<f64>, f64)], rate: usize, band: Band) -> Results {
     let mut ex = Extractor::new();
@@ -136,12 +156,14 @@ fn analyse(records: &[(Vec<f64>, f64)], rate: usize, band: Band) -> Results {
                 envelope: method,
                 ..Params::new(AccelUnit::G, rate as f64)
             };
-            let frames: Vec<[Option<f64>; 4]> = samples
+            let frames: Vec<FrameResult> = samples
                 .chunks_exact(rate)
                 .map(|frame| {
                     let f = ex.extract(frame, &params).expect("features");
                     let env = f.envelope.expect("an envelope");
-                    Defect::ALL.map(|d| env.get(d).map(|i| i.value))
+                    let values = Defect::ALL.map(|d| env.get(d).map(|i| i.value));
+                    let kurtosis = env.kurtogram.map(|c| c.kurtosis);
+                    FrameResult { values, band: env.band, kurtosis }
                 })
                 .collect();
             per_method.insert(method, frames);
@@ -151,10 +173,10 @@ fn analyse(records: &[(Vec<f64>, f64)], rate: usize, band: Band) -> Results {
     out
 }
 
-fn summary(frames: &[[Option<f64>; 4]], threshold: f64) -> String {
+fn summary(frames: &[FrameResult], threshold: f64) -> String {
     let mut counts: BTreeMap<Option<Defect>, usize> = BTreeMap::new();
     for f in frames {
-        *counts.entry(named(f, threshold)).or_default() += 1;
+        *counts.entry(named(&f.values, threshold)).or_default() += 1;
     }
     let mut v: Vec<(Option<Defect>, usize)> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -185,7 +207,10 @@ fn print_tables(title: &str, results: &Results, threshold: f64, values: bool) {
             .map(|m| {
                 format!(
                     "`{}`",
-                    per_method[m].iter().map(|f| letter(named(f, threshold))).collect::<String>()
+                    per_method[m]
+                        .iter()
+                        .map(|f| letter(named(&f.values, threshold)))
+                        .collect::<String>()
                 )
             })
             .collect();
@@ -193,15 +218,21 @@ fn print_tables(title: &str, results: &Results, threshold: f64, values: bool) {
     }
     println!();
     if values {
-        println!("Indicators per frame (bpfo / bpfi / bsf / ftf):\n");
+        println!("Indicators per frame (bpfo / bpfi / bsf / ftf; the kurtogram's band, its SK):\n");
         for (r, per_method) in results {
             for m in EnvelopeMethod::ALL {
                 let frames: Vec<String> = per_method[&m]
                     .iter()
                     .map(|f| {
-                        let v: Vec<String> =
-                            f.iter().map(|v| v.map_or("-".into(), |v| format!("{v:.1}"))).collect();
-                        v.join("/")
+                        let v: Vec<String> = f
+                            .values
+                            .iter()
+                            .map(|v| v.map_or("-".into(), |v| format!("{v:.1}")))
+                            .collect();
+                        match f.kurtosis {
+                            Some(sk) => format!("{} ({}, SK {sk:.1})", v.join("/"), f.band),
+                            None => v.join("/"),
+                        }
                     })
                     .collect();
                 println!("- {} {m}: {}", RECORDS[*r].1, frames.join(", "));
@@ -271,7 +302,7 @@ fn main() {
         .iter()
         .map(|(file, ..)| (read_f32(&o.dir.join(file)), rpm(&manifest, file)))
         .collect();
-    let fixed_band = Band::new(2000.0, 5000.0);
+    let fixed_band = o.band;
     println!(
         "Naming rule: a frame names the defect of the largest of env_bpfo, env_bpfi, env_bsf when \
          it is at least {}; env_ftf names nothing by itself.\n",
