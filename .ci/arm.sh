@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 TARGETS=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf)
 MAX_STRIPPED_BYTES=10000000
 # Test targets run under qemu (see 3. above). Add a new test target here when it runs in-process.
-QEMU_TESTS=(--lib --test cwru --test cwru_frames --test rule_props --test snapshot)
+QEMU_TESTS=(--lib --test cwru --test cwru_frames --test features_reference --test rule_props --test snapshot)
 
 # Linkers and C compilers for the cross targets only: native builds keep the host's defaults.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc

@@ -29,6 +29,7 @@ pub mod decider;
 pub mod demo;
 pub mod driver;
 pub mod event;
+pub mod features;
 pub mod forward;
 pub mod records;
 pub mod replay;
