@@ -94,6 +94,7 @@ golden_tests!(
     samples_clock_jump,
     also_max,
     count_clock,
+    velocity_zones,
 );
 
 /// A derived event the rule rejects is kept in `--rejected` with its reason and its content.
