@@ -125,6 +125,7 @@ fn event(machine: &str, seq: u64, ts_ms: i64, value: f64) -> Event {
         schema: 1,
         quality: Quality::Good,
         samples: None,
+        features: None,
     }
 }
 

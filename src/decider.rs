@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::event::features::Feature;
 use crate::event::{Event, Metric};
 use crate::records::ledger::Acceptance;
 use crate::records::quarantine::{Reason, Rejection};
@@ -101,7 +102,7 @@ fn frame_params(config: &Config) -> FrameParams {
         gateway: config.gateway.id.clone(),
         // Derived events carry the rule's metric where samples can give it.
         metric: match config.rule.metric {
-            Metric::AccelPeak => Metric::AccelPeak,
+            Feature::AccelPeak => Metric::AccelPeak,
             _ => Metric::AccelRms,
         },
         // Half the idle timeout: a stalled sensor's last frame is decided while the sensor

@@ -91,6 +91,7 @@ impl Load {
                             Quality::Uncertain
                         },
                         samples: None,
+                        features: None,
                     };
                     let at = ts + 50 + (rng.next_u64() % 400) as i64;
                     if rng.unit() < self.duplicate_rate {

@@ -86,3 +86,42 @@ fn check_config_accepts_the_examples_and_names_a_missing_trace() {
         "{err}"
     );
 }
+
+/// `linegate check-config` shows each machine of the asset table, the mm/s a zone threshold
+/// resolves to, and a warning for the machines it does not resolve for; it refuses a sensor that
+/// cannot give the rule's measurement, naming the key, the sensor and what to do.
+#[test]
+fn check_config_shows_assets_zones_and_warnings_and_refuses_a_slow_sensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = "[gateway]\nid = \"gw-1\"\n\n[rule]\nname = \"severity\"\nmetric = \
+                \"velocity_rms\"\nthreshold = \"zone-C\"\n\n[machines.press-7]\nline = \"L3\"\n\
+                iso_group = 2\nfoundation = \"rigid\"\nrpm = 1797\n\n[machines.belt-3]\nrpm = 240\n";
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, rule).unwrap();
+    let stdout = run(linegate(&["check-config"]).arg(&good)).success();
+    for want in [
+        "rule severity: velocity_rms >= zone-C (ISO 20816-3, per machine)",
+        "machine press-7: line L3, ISO 20816-3 group 2 rigid (zones B/C/D from 1.4/2.8/4.5 mm/s)",
+        "    threshold zone-C = 2.8 mm/s",
+        "machine belt-3: 240 rpm (4 Hz), velocity band 2 Hz–1000 Hz",
+        "warning: rule severity: threshold zone-C resolves only for machines with iso_group and \
+         foundation in the asset table (press-7 2.8 mm/s); the events of every other machine \
+         never count, among them belt-3 (no ISO class)",
+    ] {
+        assert!(stdout.contains(want), "{want:?} missing in:\n{stdout}");
+    }
+    let slow = dir.path().join("slow.toml");
+    let i2c = "\n[[source]]\nkind = \"i2c\"\ndevice = \"/dev/i2c-1\"\nrate_hz = 1600\n\
+               machine = \"press-7\"\nsensor = \"de\"\n";
+    std::fs::write(&slow, format!("{rule}{i2c}")).unwrap();
+    let out = run(linegate(&["check-config"]).arg(&slow));
+    assert!(!out.ok(), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "slow.toml: key `source[0].rate_hz`: sensor de samples at 1600 Hz: \
+                             Nyquist 800 Hz is below the ISO band's 1000 Hz"
+        ) && out.stderr.contains("use SPI at 3200 Hz"),
+        "{}",
+        out.stderr
+    );
+}

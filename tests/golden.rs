@@ -152,6 +152,7 @@ golden_tests!(
     samples_clock_jump,
     also_max,
     count_clock,
+    velocity_zones,
 );
 
 /// fixtures/traces/make_golden.py, which describes every golden, writes exactly the committed

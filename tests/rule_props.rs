@@ -23,6 +23,7 @@ fn event(machine: &str, sensor: &str, seq: u64, ts: i64, value: f64) -> Event {
         schema: 1,
         quality: Quality::Good,
         samples: None,
+        features: None,
     }
 }
 

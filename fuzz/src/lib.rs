@@ -44,11 +44,29 @@ pub fn trace_lines(names: &[&str], max: usize) -> Vec<Vec<u8>> {
     out
 }
 
-/// A few lines of each kind: events (schema 1 and 2, rejected ones too), samples and ticks.
+/// A few lines of each kind: events (schema 1 and 2, rejected ones too, some with `features`,
+/// valid and not), samples and ticks.
 pub fn some_trace_lines() -> Vec<Vec<u8>> {
     let mut lines =
         trace_lines(&["schema_versions_mixed", "poison", "samples_clock_jump", "duplicates"], 4096);
     lines.truncate(48);
+    let features = [
+        r#"{"accel_rms":0.61,"velocity_rms":4.62,"crest_factor":3.1,"kurtosis":3.02}"#,
+        r#"{"env_bpfo":1.02,"env_bpfi":31.4,"env_bsf":0.97,"env_ftf":1.1}"#,
+        r#"{}"#,
+        r#"null"#,
+        r#"{"velocity":1}"#,
+        r#"{"kurtosis":NaN}"#,
+        r#"{"env_bsf":-1}"#,
+        r#"{"kurtosis":3,"kurtosis":4}"#,
+    ];
+    let events: Vec<Vec<u8>> =
+        lines.iter().filter(|l| l.windows(9).any(|w| w == b"\"event\":{")).take(4).cloned().collect();
+    for (i, f) in features.iter().enumerate() {
+        let Some(line) = events.get(i % events.len().max(1)) else { break };
+        let text = String::from_utf8_lossy(line);
+        lines.push(text.replacen("\"event\":{", &format!("\"event\":{{\"features\":{f},"), 1).into());
+    }
     lines
 }
 

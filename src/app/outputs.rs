@@ -304,6 +304,7 @@ fn take_line_event(parsed: &mut Result<TraceLine, LineError>) -> Option<Event> {
         event_id: std::mem::take(&mut ev.event_id),
         machine: std::mem::take(&mut ev.machine),
         sensor: std::mem::take(&mut ev.sensor),
+        features: ev.features.take(),
         ..*ev
     })
 }

@@ -414,17 +414,33 @@ pub(crate) fn check_config(path: &Path) -> Result<(), Error> {
     let c = Config::load(path)?;
     println!("{}: ok", path.display());
     println!("  gateway {}", c.gateway.id);
+    let unit = match (c.rule.threshold, c.rule.unit.as_str()) {
+        (linegate::config::Threshold::Zone(_), _) => "(ISO 20816-3, per machine)",
+        (_, "1") => "(dimensionless)",
+        (_, u) => u,
+    };
     println!(
-        "  rule {}: {} >= {} {} ({} in {}), {} machine override(s), version {}",
+        "  rule {}: {} >= {} {unit} ({} in {}), {} machine override(s), version {}",
         c.rule.name,
         c.rule.metric.as_str(),
         c.rule.threshold,
-        c.rule.unit.as_str(),
         c.rule.count,
         linegate::timefmt::duration(c.rule.window_ms),
         c.rule.machines.len(),
         linegate::config::rule_version::rule_version(&c)
     );
+    for (name, asset) in &c.machines {
+        println!("  machine {name}: {}", asset.summary());
+        if let linegate::config::Threshold::Zone(_) = c.rule.threshold_for(name) {
+            match c.threshold_for(name) {
+                Some(t) => println!("    threshold {} = {t} mm/s", c.rule.threshold_for(name)),
+                None => println!("    threshold {}: no ISO class, never counts", c.rule.threshold),
+            }
+        }
+    }
+    for w in c.warnings() {
+        println!("  warning: {w}");
+    }
     println!("  control socket {}", linegate::control::socket_path(&c).display());
     for (i, source) in c.source.iter().enumerate() {
         match source {

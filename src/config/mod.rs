@@ -9,7 +9,10 @@
 //! Relative paths (`store.path`, `source[i].path`) are kept as written: they are relative to the
 //! daemon's working directory, not to the config file.
 
+pub mod assets;
+mod checks;
 mod duration;
+mod frequency;
 mod mqtt;
 mod raw;
 mod rule;
@@ -17,8 +20,11 @@ pub mod rule_version;
 mod size;
 mod source_bus;
 mod source_modbus;
+mod threshold;
 
+pub use assets::MachineAsset;
 pub use source_bus::{Axis, BusSensor, I2cSource, SpiSource};
+pub use threshold::Threshold;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -27,7 +33,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::event::{is_identifier, ClockState, Metric, Quality, Unit};
+use crate::event::features::{Feature, MeasureUnit, Quantity};
+use crate::event::{is_identifier, ClockState, Quality};
 pub use mqtt::{MqttForwardConfig, MqttTls};
 use raw::{
     RawConfig, RawControl, RawGateway, RawMachineRule, RawMetrics, RawMqtt, RawRule, RawStore,
@@ -47,6 +54,8 @@ pub struct Config {
     pub control: ControlConfig,
     /// `[[source]]` entries in file order; may be empty.
     pub source: Vec<SourceConfig>,
+    /// `[machines.NAME]`, the asset table (`assets.rs`), by name; may be empty.
+    pub machines: BTreeMap<String, MachineAsset>,
 }
 
 /// `[gateway]`.
@@ -61,11 +70,13 @@ pub struct GatewayConfig {
 pub struct RuleConfig {
     /// The rule's name as written into alert records; an identifier.
     pub name: String,
-    pub metric: Metric,
-    /// The unit `threshold` is in; fits `metric`.
-    pub unit: Unit,
-    /// Default threshold, finite and >= 0; see [`RuleConfig::threshold_for`].
-    pub threshold: f64,
+    /// Any feature (docs/contracts.md section 4): an event's `value` when its `metric` is this
+    /// one, else its `features[metric]`.
+    pub metric: Feature,
+    /// The unit `threshold` is in; fits `metric` (`"1"` for a dimensionless feature).
+    pub unit: MeasureUnit,
+    /// Default threshold; see [`RuleConfig::threshold_for`]. A zone only for `velocity_rms`.
+    pub threshold: Threshold,
     /// Key `window`; > 0.
     pub window_ms: i64,
     /// >= 1.
@@ -86,13 +97,14 @@ pub struct RuleConfig {
 /// `[rule.machines.NAME]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MachineRule {
-    /// Overrides `rule.threshold` for this machine; finite and >= 0.
-    pub threshold: Option<f64>,
+    /// Overrides `rule.threshold` for this machine.
+    pub threshold: Option<Threshold>,
 }
 
 impl RuleConfig {
-    /// The threshold for `machine`: its override, or the rule's default.
-    pub fn threshold_for(&self, machine: &str) -> f64 {
+    /// The threshold for `machine` as written: its override, or the rule's default (a zone is
+    /// resolved by [`Config::threshold_for`]).
+    pub fn threshold_for(&self, machine: &str) -> Threshold {
         self.machines.get(machine).and_then(|m| m.threshold).unwrap_or(self.threshold)
     }
 }
@@ -101,9 +113,9 @@ impl Default for RuleConfig {
     fn default() -> Self {
         RuleConfig {
             name: "high-vibration".to_owned(),
-            metric: Metric::AccelRms,
-            unit: Unit::G,
-            threshold: 0.5,
+            metric: Feature::AccelRms,
+            unit: MeasureUnit::G,
+            threshold: Threshold::Value(0.5),
             window_ms: 120_000,
             count: 3,
             count_quality: vec![Quality::Good, Quality::Uncertain],
@@ -335,6 +347,7 @@ impl Config {
             metrics: MetricsConfig::default(),
             control: ControlConfig::default(),
             source: Vec::new(),
+            machines: BTreeMap::new(),
         }
     }
 }
@@ -392,7 +405,7 @@ impl Ctx<'_> {
             ));
         }
         let control = self.validate_control(raw.control.unwrap_or_default(), &store.path)?;
-        Ok(Config {
+        let config = Config {
             gateway: self.validate_gateway(raw.gateway)?,
             rule: self.validate_rule(raw.rule.unwrap_or_default())?,
             time,
@@ -401,7 +414,10 @@ impl Ctx<'_> {
             metrics: self.validate_metrics(raw.metrics.unwrap_or_default())?,
             control,
             source: self.validate_sources(raw.source.unwrap_or_default())?,
-        })
+            machines: self.validate_assets(raw.machines.unwrap_or_default())?,
+        };
+        self.check_feasible(&config)?;
+        Ok(config)
     }
 
     fn validate_gateway(&self, raw: Option<RawGateway>) -> Result<GatewayConfig> {
@@ -421,22 +437,27 @@ impl Ctx<'_> {
             return Err(self.err("rule.name", not_identifier("rule name", &name)));
         }
         let metric = raw.metric.unwrap_or(d.metric);
-        // Velocity is only ever in mm/s, so its unit need not be spelled out.
-        let unit =
-            raw.unit.unwrap_or(if metric == Metric::VelocityRms { Unit::MmS } else { d.unit });
+        // Velocity is only ever in mm/s and the other features have no unit, so only an
+        // acceleration's unit need be spelled out (default g).
+        let unit = raw.unit.unwrap_or(metric.default_unit());
         if !metric.fits(unit) {
-            return Err(self.err(
-                "rule.unit",
-                format!(
-                    "unit \"{}\" does not fit metric \"{}\" (acceleration is in \"g\" or \"m/s2\", \
-                     velocity in \"mm/s\")",
-                    unit.as_str(),
-                    metric.as_str()
+            let why = match metric.quantity() {
+                Quantity::Dimensionless => format!(
+                    "metric \"{metric}\" is dimensionless: leave unit out (or write unit = \"1\")"
                 ),
-            ));
+                Quantity::Acceleration | Quantity::Velocity => format!(
+                    "unit \"{}\" does not fit metric \"{metric}\" (acceleration is in \"g\" or \
+                     \"m/s2\", velocity in \"mm/s\", the other features in \"1\")",
+                    unit.as_str()
+                ),
+            };
+            return Err(self.err("rule.unit", why));
         }
-        let threshold =
-            self.non_negative("rule.threshold", raw.threshold.unwrap_or(d.threshold))?;
+        let threshold = match &raw.threshold {
+            None => d.threshold,
+            Some(v) => self.threshold("rule.threshold", v)?,
+        };
+        self.zone_needs_velocity("rule.threshold", threshold, metric)?;
         let window_ms = self.duration("rule.window", raw.window.as_deref(), d.window_ms)?;
         if window_ms <= 0 {
             return Err(self.err("rule.window", "must be longer than 0"));
@@ -486,8 +507,11 @@ impl Ctx<'_> {
             if !is_identifier(&machine) {
                 return Err(self.err(key, not_identifier("machine name", &machine)));
             }
-            let threshold =
-                threshold.map(|t| self.non_negative(&format!("{key}.threshold"), t)).transpose()?;
+            let key = format!("{key}.threshold");
+            let threshold = threshold.map(|t| self.threshold(&key, &t)).transpose()?;
+            if let Some(t) = threshold {
+                self.zone_needs_velocity(&key, t, metric)?;
+            }
             machines.insert(machine, MachineRule { threshold });
         }
         Ok(RuleConfig {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::event::{ClockState, Metric, Quality, Unit};
+use crate::event::features::{Feature, MeasureUnit};
+use crate::event::{ClockState, Quality};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +22,8 @@ pub(super) struct RawConfig {
     pub(super) metrics: Option<RawMetrics>,
     pub(super) control: Option<RawControl>,
     pub(super) source: Option<Vec<toml::Table>>,
+    /// The asset table (`assets.rs`).
+    pub(super) machines: Option<BTreeMap<String, super::assets::RawAsset>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -33,9 +36,10 @@ pub(super) struct RawGateway {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRule {
     pub(super) name: Option<String>,
-    pub(super) metric: Option<Metric>,
-    pub(super) unit: Option<Unit>,
-    pub(super) threshold: Option<f64>,
+    pub(super) metric: Option<Feature>,
+    pub(super) unit: Option<MeasureUnit>,
+    /// A number or a zone boundary (`threshold.rs`).
+    pub(super) threshold: Option<toml::Value>,
     pub(super) window: Option<String>,
     pub(super) count: Option<i64>,
     pub(super) count_quality: Option<Vec<Quality>>,
@@ -48,7 +52,7 @@ pub(super) struct RawRule {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMachineRule {
-    pub(super) threshold: Option<f64>,
+    pub(super) threshold: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,7 +1,7 @@
 //! `rule_version` (docs/contracts.md section 6): a fingerprint of everything that decides, the
-//! `[rule]` section with its per-machine overrides and `[time]`, computed from the validated
-//! values, so that formatting, key order, comments and spelled-out defaults do not change it and
-//! any change of meaning does.
+//! `[rule]` section with its per-machine overrides, `[time]`, and the asset table's settings the
+//! rule's measurement depends on, computed from the validated values, so that formatting, key
+//! order, comments and spelled-out defaults do not change it and any change of meaning does.
 //!
 //! The canonical form (version 1 of the form) is UTF-8 text, one `key=value` line each, ending
 //! in `\n`, in this order:
@@ -32,15 +32,43 @@
 //!   NAME in byte order (an override equal to the default means nothing and is left out);
 //! - `time.watermark_bound` is the fixed bound in ms, or `auto`; only with `auto` follow
 //!   `time.auto_bound_min_ms`, `time.auto_bound_max_ms` and `time.auto_bound_quantile` (a fixed
-//!   bound ignores them).
+//!   bound ignores them);
+//! - `rule.unit` is `1` for a dimensionless feature; a zone threshold is written `zone-C`.
+//!
+//! Then, only where they matter, lines of the asset table (`[machines.NAME]`), machine by machine
+//! in byte order of NAME, each machine's lines in this order:
+//!
+//! ```text
+//! asset.mill-2.velocity_band=2,1000
+//! asset.mill-2.threshold=2.8
+//! asset.press-7.rpm=1797
+//! asset.press-7.bearing=3.5848,5.4152,2.357,0.3983
+//! asset.press-7.envelope_band=2000,5000
+//! asset.press-7.envelope=fixed
+//! ```
+//!
+//! - for a `velocity_rms` rule: `velocity_band` (low and high in Hz) of each machine whose band
+//!   is not the default 10–1000 Hz (at most 600 rpm gives 2–1000 Hz), and `threshold`, the mm/s a
+//!   zone threshold resolves to, of each machine (in the table or named in the overrides) whose
+//!   threshold is a zone that resolves (one that does not resolve never counts, as for a machine
+//!   not in the table);
+//! - for an `env_*` rule: of each machine that gives envelope indicators (rpm, bearing and
+//!   envelope band all given), `rpm`, `bearing` (the defect orders BPFO, BPFI, BSF, FTF, computed
+//!   from the geometry when that is what was given), `envelope_band` (Hz) and `envelope`;
+//! - no line for any other rule, so a rule over `accel_*` keeps the version it had before the
+//!   asset table existed, whatever the table holds (its tags reach the alert records, not the
+//!   decisions).
 //!
 //! The version is the xxh3-64 hash of that text as 16 lowercase hex digits. xxh3 and Rust's float
 //! formatting are defined bit for bit, so every platform computes the same version (the ARM
 //! builds replay the golden traces, whose records carry it, byte for byte).
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::{Config, WatermarkBound};
+use super::assets::{velocity_band, Band};
+use super::{Config, Threshold, WatermarkBound};
+use crate::event::features::Quantity;
 
 /// The canonical text of `config`'s rule and time sections (see the module documentation).
 pub fn canonical(config: &Config) -> String {
@@ -54,7 +82,7 @@ pub fn canonical(config: &Config) -> String {
     line("rule.name", &r.name);
     line("rule.metric", &r.metric.as_str());
     line("rule.unit", &r.unit.as_str());
-    line("rule.threshold", &number(r.threshold));
+    line("rule.threshold", &threshold(r.threshold));
     line("rule.window_ms", &r.window_ms);
     line("rule.count", &r.count);
     let mut q: Vec<&str> = r.count_quality.iter().map(|q| q.as_str()).collect();
@@ -68,8 +96,8 @@ pub fn canonical(config: &Config) -> String {
     line("rule.also_max", &r.also_max);
     line("rule.early", &r.early);
     for (m, over) in &r.machines {
-        if let Some(th) = over.threshold.filter(|&th| number(th) != number(r.threshold)) {
-            line(&format!("rule.machines.{m}.threshold"), &number(th));
+        if let Some(th) = over.threshold.filter(|&th| threshold(th) != threshold(r.threshold)) {
+            line(&format!("rule.machines.{m}.threshold"), &threshold(th));
         }
     }
     match t.watermark_bound {
@@ -84,7 +112,52 @@ pub fn canonical(config: &Config) -> String {
         line("time.auto_bound_max_ms", &t.auto_bound_max_ms);
         line("time.auto_bound_quantile", &number(t.auto_bound_quantile));
     }
+    asset_lines(config, &mut out);
     out
+}
+
+/// The asset table's lines (module documentation), appended to `out`.
+fn asset_lines(config: &Config, out: &mut String) {
+    let r = &config.rule;
+    let velocity = r.metric.quantity() == Quantity::Velocity;
+    let envelope = r.metric.is_envelope();
+    if !velocity && !envelope {
+        return;
+    }
+    let names: BTreeSet<&String> = config.machines.keys().chain(r.machines.keys()).collect();
+    for m in names {
+        let mut line = |k: &str, v: &dyn std::fmt::Display| {
+            let _ = writeln!(out, "asset.{m}.{k}={v}");
+        };
+        let asset = config.machines.get(m.as_str());
+        if velocity {
+            let band = velocity_band(asset);
+            if band != Band::ISO {
+                line("velocity_band", &format!("{},{}", number(band.low_hz), number(band.high_hz)));
+            }
+            if matches!(r.threshold_for(m), Threshold::Zone(_)) {
+                if let Some(th) = config.threshold_for(m) {
+                    line("threshold", &number(th));
+                }
+            }
+        }
+        let gives = asset.and_then(|a| Some((a, a.rpm?, a.bearing?, a.envelope_band?)));
+        let Some((a, rpm, b, band)) = gives.filter(|_| envelope) else { continue };
+        let o = b.orders;
+        line("rpm", &number(rpm));
+        let orders = [o.bpfo, o.bpfi, o.bsf, o.ftf].map(number);
+        line("bearing", &orders.join(","));
+        line("envelope_band", &format!("{},{}", number(band.low_hz), number(band.high_hz)));
+        line("envelope", &a.envelope.as_str());
+    }
+}
+
+/// A threshold as the canonical text writes it: a number by [`number`], a zone as `zone-C`.
+fn threshold(t: Threshold) -> String {
+    match t {
+        Threshold::Value(v) => number(v),
+        Threshold::Zone(_) => t.to_string(),
+    }
 }
 
 /// A float as its shortest round-trip decimal; both zeros as `0`.
@@ -102,99 +175,4 @@ pub fn rule_version(config: &Config) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(text: &str) -> Config {
-        Config::from_toml(text, "test").unwrap()
-    }
-
-    const BASE: &str = "[gateway]\nid = \"g\"\n[rule]\nthreshold = 0.5\ncount = 3\n\
-                        [rule.machines.press-7]\nthreshold = 0.8\n[time]\nallowed_lateness = \"10m\"\n";
-
-    #[test]
-    fn the_canonical_form_is_the_documented_one() {
-        let c = load(BASE);
-        assert_eq!(
-            canonical(&c),
-            "linegate-rule-version=1\nrule.name=high-vibration\nrule.metric=accel_rms\nrule.unit=g\n\
-             rule.threshold=0.5\nrule.window_ms=120000\nrule.count=3\n\
-             rule.count_quality=good,uncertain\n\
-             rule.count_clock=holdover,stepped,synced,unknown,unsynced\nrule.also_max=100\n\
-             rule.early=false\nrule.machines.press-7.threshold=0.8\ntime.watermark_bound=5000\n\
-             time.allowed_lateness_ms=600000\ntime.idle_timeout_ms=30000\ntime.max_future_ms=5000\n"
-        );
-        // Pinned: a change here changes every alert's version (and the golden fixtures).
-        assert_eq!(
-            rule_version(&c),
-            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(canonical(&c).as_bytes()))
-        );
-        assert_eq!(rule_version(&c).len(), 16);
-    }
-
-    #[test]
-    fn formatting_order_and_spelled_out_defaults_keep_the_version() {
-        let v = rule_version(&load(BASE));
-        let reformatted = "[gateway]\nid = \"other-gateway\"   # not part of the rule\n\
-                           [time]\nallowed_lateness = \"600s\"\nidle_timeout = \"30s\"\n\
-                           [rule.machines.press-7]\nthreshold = 0.80\n\
-                           [rule.machines.press-9]\nthreshold = 0.5   # the default again\n\
-                           [rule]\ncount = 3\nthreshold = 5e-1\nname = \"high-vibration\"\n\
-                           count_quality = [\"uncertain\", \"good\"]\n\
-                           [metrics]\nlisten = \"127.0.0.1:1\"\n";
-        assert_eq!(rule_version(&load(reformatted)), v);
-    }
-
-    #[test]
-    fn every_change_of_meaning_changes_the_version() {
-        let v = rule_version(&load(BASE));
-        for change in [
-            "[rule]\nthreshold = 0.6\n",
-            "[rule]\ncount = 4\n",
-            "[rule]\nwindow = \"3m\"\n",
-            "[rule]\nname = \"other\"\n",
-            "[rule]\nalso_max = 10\n",
-            "[rule]\nearly = true\n",
-            "[rule]\ncount_quality = [\"good\"]\n",
-            "[rule]\ncount_clock = [\"synced\"]\n",
-            "[rule.machines.press-7]\nthreshold = 0.9\n",
-            "[rule.machines.press-8]\nthreshold = 0.9\n",
-            "[time]\nwatermark_bound = \"6s\"\n",
-            "[time]\nwatermark_bound = \"auto\"\n",
-            "[time]\nidle_timeout = \"31s\"\n",
-            "[time]\nmax_future = \"6s\"\n",
-            "[time]\nallowed_lateness = \"11m\"\n",
-        ] {
-            let text = merge(BASE, change);
-            assert_ne!(rule_version(&load(&text)), v, "{change}");
-        }
-        let auto = "[time]\nwatermark_bound = \"auto\"\n";
-        let a = rule_version(&load(&merge(BASE, auto)));
-        let q = rule_version(&load(&merge(
-            BASE,
-            "[time]\nwatermark_bound = \"auto\"\nauto_bound_quantile = 0.9\n",
-        )));
-        assert_ne!(a, q, "the quantile matters with auto");
-        let fixed_q = merge(BASE, "[time]\nauto_bound_quantile = 0.9\n");
-        assert_eq!(rule_version(&load(&fixed_q)), v, "and not with a fixed bound");
-    }
-
-    /// `base` with the keys of `change` set (a crude TOML merge: the tables of `change` replace
-    /// or add keys of the same tables in `base`).
-    fn merge(base: &str, change: &str) -> String {
-        let mut doc: toml::Table = base.parse().unwrap();
-        let add: toml::Table = change.parse().unwrap();
-        fn deep(into: &mut toml::Table, from: toml::Table) {
-            for (k, v) in from {
-                match (into.get_mut(&k), v) {
-                    (Some(toml::Value::Table(a)), toml::Value::Table(b)) => deep(a, b),
-                    (_, v) => {
-                        into.insert(k, v);
-                    }
-                }
-            }
-        }
-        deep(&mut doc, add);
-        toml::to_string(&doc).unwrap()
-    }
-}
+mod tests;

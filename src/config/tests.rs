@@ -20,6 +20,28 @@ early = false
 [rule.machines.press-7]      # per-machine overrides
 threshold = 0.8
 
+# more rules: [[rule]] tables instead of the one [rule] (section 4)
+# [[rule]]
+# name = "severity-zone-C"
+# metric = "velocity_rms"     # mm/s, computed from raw samples (section 12)
+# threshold = "zone-C"        # per machine, from its asset entry
+# [[rule]]
+# name = "inner-race"
+# metric = "env_bpfi"
+# threshold = 8.0
+# [[rule]]
+# name = "bearing-and-severity"
+# all_of = ["severity-zone-C", "inner-race"]
+# window = "10m"
+
+[machines.press-7]           # the asset table: reference data joined to every event (section 12)
+line = "L3"
+iso_group = 2                # ISO 20816-3 group 1 (large) or 2 (medium)
+foundation = "rigid"         # or "flexible"
+rpm = 1797                   # shaft speed (or a sensor channel that measures it)
+bearing = { bpfo = 3.5848, bpfi = 5.4152, bsf = 2.357, ftf = 0.3983 }   # defect orders (x shaft speed)
+envelope_band = ["2kHz", "5kHz"]
+
 [time]
 watermark_bound = "5s"       # or "auto"
 allowed_lateness = "10m"
@@ -79,14 +101,24 @@ fn assert_err(result: Result<Config, ConfigError>, key: &str, why: &[&str]) -> S
 fn contract_example_parses_exactly() {
     let c = parse(CONTRACT_EXAMPLE).unwrap();
     let mut machines = BTreeMap::new();
-    machines.insert("press-7".to_owned(), MachineRule { threshold: Some(0.8) });
+    machines.insert("press-7".to_owned(), MachineRule { threshold: Some(Threshold::Value(0.8)) });
+    let orders = assets::BearingOrders { bpfo: 3.5848, bpfi: 5.4152, bsf: 2.357, ftf: 0.3983 };
+    let press_7 = MachineAsset {
+        line: Some("L3".into()),
+        iso: Some(assets::IsoClass { group: 2, foundation: assets::Foundation::Rigid }),
+        rpm: Some(1797.0),
+        bearing: Some(assets::Bearing { orders, geometry: None }),
+        envelope_band: Some(assets::Band { low_hz: 2000.0, high_hz: 5000.0 }),
+        envelope: assets::EnvelopeMethod::Fixed,
+        tags: BTreeMap::new(),
+    };
     let expected = Config {
         gateway: GatewayConfig { id: "gw-01".into() },
         rule: RuleConfig {
             name: "high-vibration".into(),
-            metric: Metric::AccelRms,
-            unit: Unit::G,
-            threshold: 0.5,
+            metric: Feature::AccelRms,
+            unit: MeasureUnit::G,
+            threshold: Threshold::Value(0.5),
             window_ms: 120_000,
             count: 3,
             count_quality: vec![Quality::Good, Quality::Uncertain],
@@ -117,6 +149,7 @@ fn contract_example_parses_exactly() {
             path: PathBuf::from("fixtures/traces/demo.jsonl"),
             speed: 0.0,
         })],
+        machines: BTreeMap::from([("press-7".to_owned(), press_7)]),
     };
     assert_eq!(c, expected);
     assert_eq!(c.rule.threshold_for("press-7"), 0.8);
@@ -372,9 +405,9 @@ fn sources() {
 #[test]
 fn velocity_rule_defaults_to_mm_per_s() {
     let c = with("[rule]\nmetric = \"velocity_rms\"\nthreshold = 4.5\n").unwrap();
-    assert_eq!((c.rule.metric, c.rule.unit), (Metric::VelocityRms, Unit::MmS));
+    assert_eq!((c.rule.metric, c.rule.unit), (Feature::VelocityRms, MeasureUnit::MmS));
     let c = with("[rule]\nunit = \"m/s2\"\n").unwrap();
-    assert_eq!((c.rule.metric, c.rule.unit), (Metric::AccelRms, Unit::Ms2));
+    assert_eq!((c.rule.metric, c.rule.unit), (Feature::AccelRms, MeasureUnit::Ms2));
 }
 
 #[test]

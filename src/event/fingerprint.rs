@@ -14,6 +14,13 @@
 //! | 80 | `clock.state << 4 \| samples present` |
 //! | 81 | `metric << 4 \| unit << 2 \| quality` |
 //!
+//! An event with `features` (docs/contracts.md section 12) hashes them on top: its fingerprint is
+//! XXH3-64 with that 82-byte hash as the seed, of the features' presence mask (bit `i` for the
+//! `i`-th feature in `Feature` order, u16 little-endian) followed by each present value's IEEE
+//! bits (u64 little-endian) in that order. An event without features keeps the 82-byte hash, so
+//! every fingerprint remembered before features existed stays the same, and the same `event_id`
+//! with other features is an id conflict.
+//!
 //! The hash is computed from the ten words in registers ([`xxh3_82`]) rather than by writing the
 //! layout to memory and hashing the bytes: XXH3 reads 82 bytes as 16-byte pairs at offsets 2
 //! bytes off the words' boundaries, and such a read of freshly stored words waits for the stores
@@ -22,6 +29,7 @@
 //! hashes already passes them ([`Event::fingerprint_with`]): the rule core keeps them per machine
 //! and sensor.
 
+use super::features::Features;
 use super::Event;
 
 /// XXH3-64 of a machine's or sensor's name, as the fingerprint's first two words hold it.
@@ -38,7 +46,11 @@ impl Event {
     /// The fingerprint, given `name_hash` of the event's machine and sensor.
     pub fn fingerprint_with(&self, machine_hash: u64, sensor_hash: u64) -> u64 {
         let (words, tail) = self.layout_words(machine_hash, sensor_hash);
-        xxh3_82(&words, tail)
+        let base = xxh3_82(&words, tail);
+        match &self.features {
+            None => base,
+            Some(f) => with_features(base, f),
+        }
     }
 
     /// The layout as ten little-endian words and the last two bytes (byte 80 low).
@@ -61,6 +73,18 @@ impl Event {
         let b81 = (self.metric as u64) << 4 | (self.unit as u64) << 2 | self.quality as u64;
         (words, (b80 & 0xff) | (b81 & 0xff) << 8)
     }
+}
+
+/// The fingerprint of an event with features, from its 82-byte hash `base` (module docs).
+fn with_features(base: u64, f: &Features) -> u64 {
+    let mut bytes = [0u8; 2 + 8 * 9];
+    bytes[..2].copy_from_slice(&f.mask().to_le_bytes());
+    let mut n = 2;
+    for (_, v) in f.iter() {
+        bytes[n..n + 8].copy_from_slice(&v.to_bits().to_le_bytes());
+        n += 8;
+    }
+    xxhash_rust::xxh3::xxh3_64_with_seed(&bytes[..n], base)
 }
 
 /// The first 96 bytes of XXH3's default secret, as little-endian words (all an 82-byte input
@@ -106,6 +130,7 @@ fn xxh3_82(w: &[u64; 10], tail: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::features::Feature;
     use crate::event::{ClockEvidence, ClockState, Metric, Quality, SampleRef, Unit};
     use proptest::prelude::*;
 
@@ -161,6 +186,7 @@ mod tests {
                             from_ms,
                             to_ms,
                         }),
+                        features: None,
                     }
                 },
             )
@@ -189,6 +215,7 @@ mod tests {
             schema: 1,
             quality: Quality::Good,
             samples: Some(SampleRef { block_seq: 1, from_ms: 0, to_ms: 1000 }),
+            features: None,
         }
     }
 
@@ -233,5 +260,33 @@ mod tests {
         }
         let long = Event { machine: "m".repeat(200), ..e.clone() };
         assert_ne!(long.fingerprint(), f);
+    }
+
+    fn with_features(e: &Event, list: &[(Feature, f64)]) -> Event {
+        Event { features: Some(Box::new(list.iter().copied().collect())), ..e.clone() }
+    }
+
+    #[test]
+    fn features_change_the_fingerprint_and_none_keeps_the_old_one() {
+        let e = press_7();
+        let f = e.fingerprint();
+        let a = with_features(&e, &[(Feature::VelocityRms, 4.62)]);
+        let fa = a.fingerprint();
+        assert_ne!(fa, f, "features are content");
+        assert_eq!(a.fingerprint_with(name_hash("press-7"), name_hash("s1")), fa);
+        let changed = [
+            with_features(&e, &[(Feature::VelocityRms, 4.63)]),
+            with_features(&e, &[(Feature::Kurtosis, 4.62)]),
+            with_features(&e, &[(Feature::VelocityRms, 4.62), (Feature::Kurtosis, 3.0)]),
+            with_features(&e, &[]),
+        ];
+        for c in &changed {
+            assert_ne!(c.fingerprint(), fa, "{c:?}");
+        }
+        // Written out, the mask and the present values in feature order, seeded by the old hash.
+        let mut bytes = vec![];
+        bytes.extend_from_slice(&(1u16 << 2).to_le_bytes());
+        bytes.extend_from_slice(&4.62f64.to_bits().to_le_bytes());
+        assert_eq!(fa, xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, KNOWN));
     }
 }

@@ -1,7 +1,9 @@
 //! The event contract (docs/contracts.md section 2): types, units, and the JSON shape.
 //!
-//! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`.
+//! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`;
+//! the feature vocabulary (`features`, section 12) in `features`.
 
+pub mod features;
 pub mod fingerprint;
 pub mod parse;
 pub mod schema2;
@@ -168,6 +170,11 @@ pub struct Event {
     pub quality: Quality,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub samples: Option<SampleRef>,
+    /// More measurements of the same frame (docs/contracts.md sections 2 and 12); `None` when
+    /// there are none, so an event without features serializes exactly as before they existed.
+    /// Boxed: most events carry none, and the box keeps `Event` one pointer larger.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub features: Option<Box<features::Features>>,
 }
 
 /// True when `s` is 1..=64 bytes of `[A-Za-z0-9_.-]` (machine and sensor names).

@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::event::{ClockEvidence, ClockState, Event, Quality, SampleRef, Unit};
+use crate::event::features::MeasureUnit;
+use crate::event::{ClockEvidence, ClockState, Event, Quality, SampleRef};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -24,28 +27,38 @@ pub struct EvidenceItem {
     pub sensor: Arc<str>,
     pub seq: u64,
     pub ts_ms: i64,
-    /// As the event carried it, in `unit`.
+    /// The measurement the rule read, in `unit`: the event's `value` in its unit when the event's
+    /// metric is the rule's, else the feature (an acceleration in the event's unit, a velocity in
+    /// mm/s, the others in `"1"`).
     pub value: f64,
-    pub unit: Unit,
+    pub unit: MeasureUnit,
     pub quality: Quality,
     pub clock: ClockEvidence,
     pub samples: Option<SampleRef>,
 }
 
 impl EvidenceItem {
+    /// The item of an event read by its `value`.
     pub fn of(e: &Event) -> Self {
-        Self::with_names(e, e.event_id.as_str().into(), e.sensor.as_str().into())
+        let reading = (e.value, e.unit.into());
+        Self::with_names(e, reading, e.event_id.as_str().into(), e.sensor.as_str().into())
     }
 
-    /// [`EvidenceItem::of`], with the event's id and sensor name already shared.
-    pub fn with_names(e: &Event, event_id: Arc<str>, sensor: Arc<str>) -> Self {
+    /// The item of an event whose measurement `reading` (value and unit) the rule read, with the
+    /// event's id and sensor name already shared.
+    pub fn with_names(
+        e: &Event,
+        (value, unit): (f64, MeasureUnit),
+        event_id: Arc<str>,
+        sensor: Arc<str>,
+    ) -> Self {
         EvidenceItem {
             event_id,
             sensor,
             seq: e.seq,
             ts_ms: e.ts_ms,
-            value: e.value,
-            unit: e.unit,
+            value,
+            unit,
             quality: e.quality,
             clock: e.clock,
             samples: e.samples,
@@ -64,6 +77,8 @@ pub struct AlertRecord {
     pub rule: String,
     /// The fingerprint of the rule that decided it (docs/contracts.md section 6).
     pub rule_version: String,
+    /// The machine's asset tags (docs/contracts.md section 6); `{}` when it has none.
+    pub asset: Arc<AssetTags>,
     pub onset_ms: i64,
     /// Null until the machine watermark has passed the end.
     pub end_ms: Option<i64>,
@@ -108,6 +123,9 @@ struct StoredAlert {
     /// Absent in records archived before it existed: read as empty.
     #[serde(default)]
     rule_version: String,
+    /// Absent in records archived before it existed: read as `{}`.
+    #[serde(default)]
+    asset: Arc<AssetTags>,
     onset_ms: i64,
     end_ms: Option<i64>,
     evidence: Vec<EvidenceItem>,
@@ -140,6 +158,7 @@ impl From<StoredAlert> for AlertRecord {
             machine: s.machine,
             rule: s.rule,
             rule_version: s.rule_version,
+            asset: s.asset,
             onset_ms: s.onset_ms,
             end_ms: s.end_ms,
             evidence: s.evidence,
@@ -150,5 +169,68 @@ impl From<StoredAlert> for AlertRecord {
             decided_at_ms: s.decided_at_ms,
             provisional: s.provisional,
         }
+    }
+}
+
+/// A machine's asset tags as alert records carry them (docs/contracts.md sections 6 and 12): a
+/// JSON object whose members keep the order they were given in (`line`, `iso_group`,
+/// `foundation`, then the free tags by name, as `config::assets` builds it). The rule core only
+/// copies it into records; what it holds is the configuration's business.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AssetTags(Vec<(String, serde_json::Value)>);
+
+impl AssetTags {
+    /// Tags from members in their order; keys are unique (a later one of the same key is
+    /// dropped).
+    pub fn new(entries: Vec<(String, serde_json::Value)>) -> Self {
+        let mut out: Vec<(String, serde_json::Value)> = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            if !out.iter().any(|(have, _)| *have == k) {
+                out.push((k, v));
+            }
+        }
+        AssetTags(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&serde_json::Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &serde_json::Value)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+impl Serialize for AssetTags {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for AssetTags {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = AssetTags;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of asset tags")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AssetTags, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, serde_json::Value>()? {
+                    entries.push(entry);
+                }
+                Ok(AssetTags::new(entries))
+            }
+        }
+        d.deserialize_map(Members)
     }
 }

@@ -94,7 +94,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::event::{ClockEvidence, ClockState, Quality, Unit};
+    use crate::event::{ClockEvidence, ClockState, Quality};
     use crate::rule::alert::EvidenceItem;
 
     fn item(t: i64, id: &str) -> Item {
@@ -104,7 +104,7 @@ mod tests {
             seq: 1,
             ts_ms: t,
             value: 1.0,
-            unit: Unit::G,
+            unit: crate::event::features::MeasureUnit::G,
             quality: Quality::Good,
             clock: ClockEvidence { state: ClockState::Synced, err_ms: None },
             samples: None,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::alert::{clock_summary, AlertKind, AlertRecord, EvidenceItem};
+use super::alert::{clock_summary, AlertKind, AlertRecord, AssetTags, EvidenceItem};
 use super::high_index::HighIndex;
 
 /// High events and members are ordered by event time, then event id: the order of `evidence`.
@@ -117,6 +117,8 @@ pub struct Ctx<'a> {
     pub rule: &'a str,
     pub rule_version: &'a str,
     pub machine: &'a str,
+    /// The machine's asset tags, copied into its records.
+    pub asset: &'a Arc<AssetTags>,
     pub window_ms: i64,
     pub count: usize,
     /// `also` lists at most this many event IDs.
@@ -475,6 +477,7 @@ fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> Aler
         machine: ctx.machine.to_string(),
         rule: ctx.rule.to_string(),
         rule_version: ctx.rule_version.to_string(),
+        asset: Arc::clone(ctx.asset),
         onset_ms: inc.onset,
         end_ms: (ctx.wm > inc.end).then_some(inc.end),
         evidence: inc.evidence.values().map(|v| EvidenceItem::clone(v)).collect(),

@@ -9,8 +9,9 @@
 //! 3. an `event_id` already remembered → duplicate (same content) or `id_conflict`;
 //! 4. `ts_ms < machine watermark - allowed_lateness` → too late (accepted, never applied);
 //!    `ts_ms < machine watermark` → late, applied; otherwise applied;
-//! 5. an applied event of the rule's metric, of a counted quality and clock state, at or above
-//!    the machine's threshold (compared in the rule's unit) joins the machine's incident book;
+//! 5. an applied event that carries the rule's measurement (its `value` when its metric is the
+//!    rule's, else `features[metric]`), of a counted quality and clock state, at or above the
+//!    machine's threshold (compared in the rule's unit) joins the machine's incident book;
 //! 6. the sensor's watermark, then the machine's, move; what became due is published.
 
 pub mod alert;
@@ -25,10 +26,11 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::event::features::{Feature, MeasureUnit, Quantity};
 use crate::event::fingerprint::name_hash;
-use crate::event::{ClockState, Event, Metric, Quality, Unit};
+use crate::event::{ClockState, Event, Metric, Quality};
 use crate::records::quarantine::{Reason, Rejection};
-use alert::{AlertRecord, EvidenceItem};
+use alert::{AlertRecord, AssetTags, EvidenceItem};
 use dedup::{Dedup, IdKey, Seen};
 use incidents::{Ctx, IncidentBook};
 use watermark::{BoundMode, SensorClock};
@@ -41,10 +43,19 @@ pub struct Params {
     /// The fingerprint of the rule and time sections (`crate::config::rule_version`), written
     /// into every alert record.
     pub rule_version: String,
-    pub metric: Metric,
-    pub unit: Unit,
+    /// The measurement the rule reads (docs/contracts.md section 4): an event's `value` when its
+    /// metric is this one, else `features[metric]`; an event without it never counts.
+    pub metric: Feature,
+    /// The unit `threshold` is in; fits `metric`.
+    pub unit: MeasureUnit,
+    /// The threshold of a machine not in `thresholds`; `f64::INFINITY` when such a machine's
+    /// events never count (a zone threshold it cannot resolve: `config/rule.rs`).
     pub threshold: f64,
+    /// Per-machine thresholds (overrides and resolved zones), `f64::INFINITY` as above.
     pub thresholds: BTreeMap<String, f64>,
+    /// Each machine's asset tags for its alert records (docs/contracts.md section 6); a machine
+    /// not listed has none (`{}`).
+    pub assets: BTreeMap<String, Arc<AssetTags>>,
     pub window_ms: i64,
     pub count: u32,
     pub count_quality: Vec<Quality>,
@@ -97,11 +108,61 @@ struct Machine {
     /// Each sensor's name, shared by the evidence items of its high events.
     #[serde(skip)]
     sensor_names: Vec<Arc<str>>,
+    /// The machine's asset tags, from the parameters (not in snapshots).
+    #[serde(skip)]
+    asset: Arc<AssetTags>,
+}
+
+impl Params {
+    /// The threshold of machine `name` (`f64::INFINITY`: its events never count).
+    fn threshold_of(&self, name: &str) -> f64 {
+        self.thresholds.get(name).copied().unwrap_or(self.threshold)
+    }
+
+    /// The asset tags of machine `name`.
+    fn asset_of(&self, name: &str) -> Arc<AssetTags> {
+        self.assets.get(name).cloned().unwrap_or_default()
+    }
+}
+
+/// How the rule reads an event's measurement, from its parameters: the hot path's view of
+/// `Params::metric`.
+#[derive(Debug, Clone, Copy)]
+struct Reader {
+    /// The event metric that is the rule's metric, if one is.
+    metric: Option<Metric>,
+    feature: Feature,
+    quantity: Quantity,
+}
+
+impl Reader {
+    fn of(p: &Params) -> Self {
+        Reader { metric: p.metric.metric(), feature: p.metric, quantity: p.metric.quantity() }
+    }
+
+    /// The event's measurement and its unit: its `value` when its metric is the rule's, else
+    /// the feature (acceleration in the event's unit, velocity in mm/s, the others in `"1"`).
+    #[inline]
+    fn read(self, ev: &Event) -> Option<(f64, MeasureUnit)> {
+        if Some(ev.metric) == self.metric {
+            return Some((ev.value, ev.unit.into()));
+        }
+        let v = ev.features.as_deref()?.get(self.feature)?;
+        let unit = match self.quantity {
+            Quantity::Acceleration => ev.unit.into(),
+            Quantity::Velocity => MeasureUnit::MmS,
+            Quantity::Dimensionless => MeasureUnit::One,
+        };
+        Some((v, unit))
+    }
 }
 
 impl Machine {
-    /// The name hashes, from the names (after a restore).
-    fn rehash(&mut self) {
+    /// The name hashes, from the names, and the parameters' threshold and asset tags (after a
+    /// restore: a rule or asset change at start applies to the machines already known).
+    fn rehash(&mut self, p: &Params) {
+        self.threshold = p.threshold_of(&self.name);
+        self.asset = p.asset_of(&self.name);
         self.name_hash = name_hash(&self.name);
         self.sensor_hashes = vec![0; self.sensors.len()];
         self.sensor_names = vec![Arc::from(""); self.sensors.len()];
@@ -126,6 +187,7 @@ pub struct StateSize {
 #[derive(Debug, Clone)]
 pub struct Engine {
     p: Params,
+    reader: Reader,
     now: i64,
     machines: Vec<Machine>,
     by_name: HashMap<String, u32>,
@@ -224,10 +286,11 @@ impl Engine {
             })?;
         }
         s.check_indices().map_err(crate::records::snapshot::SnapshotError::invalid)?;
-        s.machines.iter_mut().for_each(Machine::rehash);
+        s.machines.iter_mut().for_each(|m| m.rehash(&p));
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
         Ok(Engine {
+            reader: Reader::of(&p),
             p,
             now: s.now,
             machines: s.machines,
@@ -240,6 +303,7 @@ impl Engine {
 
     pub fn new(p: Params) -> Self {
         Engine {
+            reader: Reader::of(&p),
             p,
             now: i64::MIN,
             machines: Vec::new(),
@@ -360,12 +424,14 @@ impl Engine {
         let m = &self.machines[mi as usize];
         let late = ev.ts_ms < m.wm;
         let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
-        let counted = !too_late && self.is_high(mi, ev);
-        if counted {
+        let high = if too_late { None } else { self.is_high(mi, ev) };
+        let counted = high.is_some();
+        if let Some(reading) = high {
             let m = &mut self.machines[mi as usize];
-            let ctx = ctx(&self.p, &m.name, m.wm, now, Some(&ev.event_id), late);
+            let ctx = ctx(&self.p, (&m.name, &m.asset), m.wm, now, Some(&ev.event_id), late);
             let sensor = m.sensor_names[si as usize].clone();
-            let item = EvidenceItem::with_names(ev, Arc::from(ev.event_id.as_str()), sensor);
+            let id = Arc::from(ev.event_id.as_str());
+            let item = EvidenceItem::with_names(ev, reading, id, sensor);
             m.book.add(item, &ctx, out);
         }
         self.observe(mi, si, ev, now);
@@ -387,7 +453,7 @@ impl Engine {
     /// A machine not seen before; `hash` is `name_hash(name)`.
     fn add_machine(&mut self, name: &str, hash: u64) -> u32 {
         let i = self.machines.len() as u32;
-        let threshold = self.p.thresholds.get(name).copied().unwrap_or(self.p.threshold);
+        let threshold = self.p.threshold_of(name);
         self.machines.push(Machine {
             name: name.to_string(),
             threshold,
@@ -401,19 +467,23 @@ impl Engine {
             name_hash: hash,
             sensor_hashes: Vec::new(),
             sensor_names: Vec::new(),
+            asset: self.p.asset_of(name),
         });
         self.by_name.insert(name.to_string(), i);
         i
     }
 
-    fn is_high(&self, mi: u32, ev: &Event) -> bool {
-        ev.metric == self.p.metric
-            && self.p.count_quality.contains(&ev.quality)
+    /// The measurement the rule read (value and unit, for the evidence), when the event counts:
+    /// it carries the rule's measurement, of a counted quality and clock state, at or above the
+    /// machine's threshold in the rule's unit.
+    fn is_high(&self, mi: u32, ev: &Event) -> Option<(f64, MeasureUnit)> {
+        let (value, unit) = self.reader.read(ev)?;
+        let counts = self.p.count_quality.contains(&ev.quality)
             && self.p.count_clock.contains(&ev.clock.state)
-            && ev
-                .unit
-                .convert(ev.value, self.p.unit)
-                .is_some_and(|v| v >= self.machines[mi as usize].threshold)
+            && unit
+                .convert(value, self.p.unit)
+                .is_some_and(|v| v >= self.machines[mi as usize].threshold);
+        counts.then_some((value, unit))
     }
 
     /// A sensor of machine `mi` not seen before, first seen at ingest time `now`; `hash` is
@@ -458,7 +528,7 @@ impl Engine {
             return;
         }
         m.wm = wm;
-        let ctx = ctx(&self.p, &m.name, wm, now, caused_by, false);
+        let ctx = ctx(&self.p, (&m.name, &m.asset), wm, now, caused_by, false);
         m.book.advance(&ctx, self.p.allowed_lateness_ms, out);
     }
 
@@ -499,7 +569,7 @@ fn horizon_of(machines: &[Machine], allowed_lateness_ms: i64, m: u32) -> i64 {
 
 fn ctx<'a>(
     p: &'a Params,
-    machine: &'a str,
+    (machine, asset): (&'a str, &'a Arc<AssetTags>),
     wm: i64,
     now: i64,
     caused_by: Option<&'a str>,
@@ -510,6 +580,7 @@ fn ctx<'a>(
         rule: &p.rule_name,
         rule_version: &p.rule_version,
         machine,
+        asset,
         window_ms: p.window_ms,
         count: p.count as usize,
         also_max: p.also_max as usize,
@@ -520,3 +591,6 @@ fn ctx<'a>(
         late,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -451,5 +451,6 @@ fn emit(
         schema: 1,
         quality: f.quality(),
         samples: Some(SampleRef { block_seq: seq, from_ms, to_ms }),
+        features: None,
     });
 }

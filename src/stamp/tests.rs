@@ -224,6 +224,7 @@ fn seq_event_id_and_sample_ref() {
         schema: 1,
         quality: Quality::Good,
         samples: Some(SampleRef { block_seq: 2, from_ms: T + 1000, to_ms: T + 2000 }),
+        features: None,
     };
     assert_eq!(out[1], want);
     assert_eq!(out[3].ts_ms, T + 3_601_000);

@@ -12,9 +12,11 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
 use super::checks::check_event_id;
+use super::feature_fits;
 use super::scan::{lookup, Scan};
 use super::shape::*;
 use super::value::{without_negative_zero, CowStr, Key, KeySeed, MIN_PLAUSIBLE_TS_MS};
+use crate::event::features::{Feature, Features};
 use crate::event::{is_identifier, ClockEvidence, Event, Metric, Quality, SampleRef, Unit};
 
 /// The event, when `raw` is a valid schema-1 event; `None` leaves the verdict to the exact path.
@@ -90,6 +92,7 @@ impl<'de> Visitor<'de> for FastEvent {
                 F_SCHEMA => f.schema = Some(map.next_value::<u64>()?),
                 F_QUALITY => f.quality = Some(fast_enum(&map.next_value_seed(CowStr)?, QUALITIES)?),
                 F_SAMPLES => f.samples = map.next_value_seed(FastSamples)?,
+                F_FEATURES => f.features = map.next_value_seed(FastFeatures)?,
                 F_REPLAYED => {
                     map.next_value::<Option<bool>>()?;
                 }
@@ -115,6 +118,8 @@ pub(super) struct PlainFields<'a> {
     pub(super) schema: Option<u64>,
     pub(super) quality: Option<Quality>,
     pub(super) samples: Option<SampleRef>,
+    /// Read as numbers of known names, each once; signs and units are checked by `finish`.
+    pub(super) features: Option<Features>,
 }
 
 impl PlainFields<'_> {
@@ -138,7 +143,10 @@ impl PlainFields<'_> {
             && value.is_finite()
             && value >= 0.0
             && metric.fits(unit)
-            && ts_ms >= MIN_PLAUSIBLE_TS_MS;
+            && ts_ms >= MIN_PLAUSIBLE_TS_MS
+            && self.features.as_ref().is_none_or(|fs| {
+                fs.iter().all(|(f, v)| v >= 0.0 && v.is_finite() && feature_fits(f, unit))
+            });
         if !valid {
             return None;
         }
@@ -155,6 +163,7 @@ impl PlainFields<'_> {
             schema: 1,
             quality,
             samples: self.samples,
+            features: self.features.filter(|fs| !fs.is_empty()).map(Box::new),
         })
     }
 }
@@ -225,5 +234,36 @@ impl<'de> Visitor<'de> for FastSamples {
             }
             _ => Err(no()),
         }
+    }
+}
+
+/// `features`: `null` or an object of known feature names to numbers, each name once.
+struct FastFeatures;
+
+impl<'de> DeserializeSeed<'de> for FastFeatures {
+    type Value = Option<Features>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FastFeatures {
+    type Value = Option<Features>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a features object")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Features::default();
+        while let Some(key) = map.next_key_seed(CowStr)? {
+            let f = Feature::from_name(&key).ok_or_else(no)?;
+            if out.get(f).is_some() {
+                return Err(no());
+            }
+            out.set(f, map.next_value::<f64>()?);
+        }
+        Ok(Some(out))
     }
 }

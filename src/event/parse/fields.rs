@@ -2,6 +2,7 @@
 
 use super::shape::CLOCK_STATES;
 use super::value::{show, Number, Obj, Val};
+use crate::event::features::Feature;
 use crate::event::schema2::Axis;
 use crate::event::{ClockEvidence, SampleRef};
 use crate::records::quarantine::{Reason, Rejection};
@@ -159,4 +160,32 @@ pub(super) fn axes_from(v: &Val<'_>) -> Result<Vec<(Axis, Number)>, Rejection> {
     // Keys are unique (duplicates are malformed_json), so at most three remain.
     axes.sort_by_key(|&(axis, _)| axis);
     Ok(axes)
+}
+
+/// Reads `features`: an object of feature names (docs/contracts.md section 12) to numbers, in
+/// document order (keys are unique: duplicates are `malformed_json`). An unknown name or a value
+/// that is no number is `bad_type` naming the key; finiteness and sign are the semantic checks'.
+pub(super) fn features_from(v: &Val<'_>) -> Result<Vec<(Feature, Number)>, Rejection> {
+    let obj = as_obj(v, "features")?;
+    let mut out = Vec::with_capacity(obj.entries.len());
+    for (key, val) in &obj.entries {
+        let Some(f) = Feature::from_name(key) else {
+            let names: Vec<&str> = Feature::ALL.iter().map(|f| f.as_str()).collect();
+            return Err(Rejection::new(
+                Reason::BadType,
+                format!(
+                    "features: unknown feature {}, expected one of {}",
+                    show(key),
+                    names.join(", ")
+                ),
+            ));
+        };
+        out.push((f, as_number(val, &feature_path(f))?));
+    }
+    Ok(out)
+}
+
+/// `features.NAME`, the path of one feature in rejections.
+pub(super) fn feature_path(f: Feature) -> String {
+    format!("features.{}", f.as_str())
 }

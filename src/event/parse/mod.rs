@@ -5,7 +5,14 @@
 //!
 //! Order of checks: size → JSON (syntax, an object, no duplicate key at any depth) → `schema` →
 //! unknown fields → presence and type of each field in a fixed order → semantic checks
-//! (identifiers, non-finite value, negative value, unit mismatch, implausible clock).
+//! (identifiers, non-finite value, negative value, non-finite then negative `features`, unit
+//! mismatch of the metric then of an acceleration feature, implausible clock).
+//!
+//! `features` (docs/contracts.md sections 2 and 12) is an object of known feature names to
+//! numbers: an unknown name or a value that is no number is `bad_type` naming the key, a
+//! duplicate key `malformed_json` as everywhere, a non-finite value `non_finite_value`, a
+//! negative one `negative_value`; `accel_rms`/`accel_peak` are in the event's unit, so an event in
+//! `mm/s` carrying them is `unit_mismatch`. An empty object is the same as none (`null` too).
 //!
 //! The JSON is read once into a small fixed set of slots (no `serde_json::Value`), with borrowed
 //! strings wherever the text has no escapes. Python's `json.dumps` writes bare `NaN`, `Infinity`
@@ -46,12 +53,13 @@ pub(crate) use shape::UNITS;
 pub(crate) use value::{describe_raw, show, Number, Pass, Shape, Top, Val};
 pub use value::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
 
+use super::features::{Feature, Features, Quantity};
 use super::schema2::{self, Axis, Combine};
-use super::Event;
+use super::{Event, Unit};
 use crate::records::quarantine::{Reason, Rejection};
 use checks::{check_event_id, finite, non_negative};
 use fast::fast_event;
-use fields::{as_bool, as_u64, axes_from, samples_from};
+use fields::{as_bool, as_u64, axes_from, feature_path, features_from, samples_from};
 use shape::*;
 use value::without_negative_zero;
 
@@ -145,6 +153,10 @@ pub(crate) fn validate_event_json(top: &Top<'_, EVENT_SLOTS>) -> Result<Event, R
         None => None,
         Some(v) => Some(samples_from(v)?),
     };
+    let features = match present(slot(F_FEATURES)) {
+        None => Vec::new(),
+        Some(v) => features_from(v)?,
+    };
     if let Some(v) = present(slot(F_REPLAYED)) {
         as_bool(v, "replayed")?;
     }
@@ -177,13 +189,31 @@ pub(crate) fn validate_event_json(top: &Top<'_, EVENT_SLOTS>) -> Result<Event, R
             x
         }
     };
+    let mut finite_features = Vec::with_capacity(features.len());
+    for &(f, n) in &features {
+        finite_features.push((f, finite(n, &feature_path(f))?));
+    }
+    for &(f, x) in &finite_features {
+        non_negative(x, &feature_path(f))?;
+    }
     if !metric.fits(unit) {
         return Err(Rejection::new(
             Reason::UnitMismatch,
             format!("unit {:?} does not fit metric {:?}", unit.as_str(), metric.as_str()),
         ));
     }
+    if let Some(&(f, _)) = finite_features.iter().find(|&&(f, _)| !feature_fits(f, unit)) {
+        return Err(Rejection::new(
+            Reason::UnitMismatch,
+            format!(
+                "{}: an acceleration is in the event's unit, and {:?} is none",
+                feature_path(f),
+                unit.as_str()
+            ),
+        ));
+    }
     check_plausible_ts(ts_ms, "ts_ms")?;
+    let features: Features = finite_features.into_iter().collect();
 
     Ok(Event {
         event_id: event_id.to_owned(),
@@ -198,7 +228,14 @@ pub(crate) fn validate_event_json(top: &Top<'_, EVENT_SLOTS>) -> Result<Event, R
         schema,
         quality,
         samples,
+        features: (!features.is_empty()).then(|| Box::new(features)),
     })
+}
+
+/// Whether a feature value can be read with the event's `unit`: an acceleration feature is in
+/// that unit, so it must be an acceleration unit; the others carry their own.
+pub(super) fn feature_fits(f: Feature, unit: Unit) -> bool {
+    f.quantity() != Quantity::Acceleration || unit != Unit::MmS
 }
 
 fn unknown_schema(found: &str) -> Rejection {

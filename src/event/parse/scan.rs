@@ -18,6 +18,7 @@ use std::ops::Range;
 
 use super::fast::PlainFields;
 use super::shape::*;
+use crate::event::features::{Feature, Features};
 use crate::event::{ClockEvidence, Event, SampleRef};
 
 /// The most significant digits a decimal may have here (10^15 < 2^53).
@@ -221,6 +222,7 @@ impl<'a> Scan<'a> {
                 F_SCHEMA => f.schema = Some(s.u64()?),
                 F_QUALITY => f.quality = Some(lookup(s.str()?, QUALITIES)?),
                 F_SAMPLES => f.samples = s.samples()?,
+                F_FEATURES => f.features = s.features()?,
                 F_REPLAYED => {
                     s.literal()?;
                 }
@@ -248,6 +250,23 @@ impl<'a> Scan<'a> {
             Some(())
         })?;
         Some(ClockEvidence { state: state?, err_ms })
+    }
+
+    /// `features`: `null` or an object of known feature names, each once, to numbers.
+    fn features(&mut self) -> Option<Option<Features>> {
+        if self.next_token()? == b'n' {
+            return self.null().map(|()| None);
+        }
+        let mut out = Features::default();
+        self.object(|s, key| {
+            let f = Feature::from_name(key)?;
+            if out.get(f).is_some() {
+                return None;
+            }
+            out.set(f, s.f64()?);
+            Some(())
+        })?;
+        Some(Some(out))
     }
 
     /// `samples`: `null` or a valid object.

@@ -5,7 +5,7 @@ use super::value::Shape;
 use crate::event::schema2::Combine;
 use crate::event::{ClockState, Metric, Quality, Unit};
 
-pub(crate) const EVENT_SLOTS: usize = 15;
+pub(crate) const EVENT_SLOTS: usize = 16;
 pub(super) const F_EVENT_ID: usize = 0;
 pub(super) const F_MACHINE: usize = 1;
 pub(super) const F_SENSOR: usize = 2;
@@ -21,10 +21,11 @@ pub(super) const F_SAMPLES: usize = 11;
 pub(super) const F_REPLAYED: usize = 12;
 pub(super) const F_AXES: usize = 13;
 pub(super) const F_COMBINE: usize = 14;
+pub(super) const F_FEATURES: usize = 15;
 
 const EVENT_NAMES: [&str; EVENT_SLOTS] = [
     "event_id", "machine", "sensor", "seq", "ts_ms", "clock", "metric", "value", "unit", "schema",
-    "quality", "samples", "replayed", "axes", "combine",
+    "quality", "samples", "replayed", "axes", "combine", "features",
 ];
 
 pub(super) fn event_key(k: &str) -> Option<usize> {
@@ -44,6 +45,7 @@ pub(super) fn event_key(k: &str) -> Option<usize> {
         "replayed" => F_REPLAYED,
         "axes" => F_AXES,
         "combine" => F_COMBINE,
+        "features" => F_FEATURES,
         _ => return None,
     })
 }

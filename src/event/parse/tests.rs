@@ -1,6 +1,7 @@
 //! Tests of event parsing. Each goes through `parse`, which also checks that the fast path and
 //! the exact path agree; the tests of one rejection reason at a time are in `reasons`.
 
+mod features;
 mod reasons;
 
 use super::non_finite::{is_json_number, patch_non_finite};
@@ -236,7 +237,7 @@ mod props {
             ]),
             cut in 0usize..6,
         ) {
-            let raw = with(|_| {});
+            let raw = if pos % 2 == 0 { with(|_| {}) } else { features::with_features() };
             let pos = pos.min(raw.len());
             let end = (pos + cut).min(raw.len());
             let s = format!("{}{}{}", &raw[..pos], insert, &raw[end..]);
