@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::{Event, Metric};
 use crate::records::ledger::Acceptance;
-use crate::records::quarantine::{Reason, Rejection};
 use crate::records::snapshot::SnapshotError;
 use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};

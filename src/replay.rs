@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::decider::{Counts, Decider, LineError};
-use crate::records::quarantine::{Reason, Rejection};
+use crate::event::rejection::{Reason, Rejection};
 use crate::trace::parse::parse_line_reusing;
 use crate::trace::{Arrival, TraceLine};
 

@@ -10,6 +10,7 @@
 //! daemon's working directory, not to the config file.
 
 mod duration;
+pub mod modbus_map;
 mod mqtt;
 mod raw;
 mod rule;

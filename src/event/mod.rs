@@ -1,9 +1,11 @@
 //! The event contract (docs/contracts.md section 2): types, units, and the JSON shape.
 //!
-//! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`.
+//! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`;
+//! why a record is rejected (the quarantine reasons of docs/contracts.md section 7) in `rejection`.
 
 pub mod fingerprint;
 pub mod parse;
+pub mod rejection;
 pub mod schema2;
 
 use serde::{Deserialize, Serialize};

@@ -25,7 +25,8 @@ use tokio::task::JoinSet;
 use super::fetch::{self, FetchError};
 use super::payload::{OFFLINE, STATUS};
 use super::request::{Next, Write, Written};
-use super::session::{Session, SessionConfig};
+use super::session::Session;
+use super::session_config::SessionConfig;
 use crate::clock::Clock;
 use crate::store::Store;
 

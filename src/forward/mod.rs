@@ -8,8 +8,8 @@
 //!   [`Written`]). Its parts: `request` (the vocabulary between core and shell), `streams` (the
 //!   records held in memory per stream and the reads that top them up), `flights` (PUBLISHes
 //!   awaiting a PUBACK), `acks` (when acknowledgements are applied and made durable), `pace`
-//!   (the backlog's token bucket); `batch` and `payload` build the payloads; `samples_codec`
-//!   (in `crate::records`) encodes raw frames.
+//!   (the backlog's token bucket); `session_config` its settings; `batch` and `payload` build
+//!   the payloads; `samples_codec` (in `crate::records`) encodes raw frames.
 //!
 //! The shell:
 //! - `client`: the async shell (rumqttc event loop, reconnect backoff); it carries out the
@@ -39,6 +39,7 @@ mod payload;
 mod request;
 mod security;
 mod session;
+mod session_config;
 mod streams;
 
 use std::path::Path;
@@ -49,7 +50,8 @@ pub use fetch::FetchError;
 pub use payload::{OFFLINE, ONLINE, STATUS};
 pub use request::{Fetched, Next, Publish, Read, Stream, Write, Written};
 pub use security::{client_config, read_password, read_secret, secret_path, SecurityError};
-pub use session::{Session, SessionConfig};
+pub use session::Session;
+pub use session_config::SessionConfig;
 
 use crate::config::Config;
 

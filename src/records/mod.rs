@@ -4,7 +4,6 @@
 //! - [`ledger`]: every state transition, for `explain` and `reconcile`;
 //! - [`pruned`]: the durable summary of the ledger records retention removed;
 //! - [`sensors`]: what the gateway knows of each sensor, and its state (live, idle, silent);
-//! - [`quarantine`]: why a record was rejected (docs/contracts.md section 7);
 //! - [`checkpoint`]: the checkpoint's payload and quarantined records as stored;
 //! - [`snapshot`]: the pure cores' state as bytes, for checkpoints;
 //! - [`samples_codec`]: the raw-sample frame published on `samples/...`;
@@ -17,7 +16,6 @@ pub mod checkpoint;
 pub mod ledger;
 pub mod outbox;
 pub mod pruned;
-pub mod quarantine;
 pub mod samples_codec;
 pub mod sensors;
 pub mod snapshot;

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::fingerprint::name_hash;
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::{ClockState, Event, Metric, Quality, Unit};
-use crate::records::quarantine::{Reason, Rejection};
 use alert::{AlertRecord, EvidenceItem};
 use dedup::{Dedup, IdKey, Seen};
 use incidents::{Ctx, IncidentBook};

@@ -1,6 +1,6 @@
 use super::*;
+use crate::event::rejection::Reason;
 use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
-use crate::records::quarantine::Reason;
 use crate::trace::SamplesRecord;
 use proptest::prelude::*;
 

@@ -23,9 +23,9 @@ use super::families::{
 };
 
 use crate::decider::Counts;
+use crate::event::rejection::Reason;
 use crate::event::ClockState;
 use crate::records::outbox::OutboxRecord;
-use crate::records::quarantine::Reason;
 use crate::rule::StateSize;
 
 /// What an outbox record is, as the `kind` label of the outbox depth gauges.
