@@ -47,7 +47,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{RwLock, RwLockWriteGuard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -58,7 +57,7 @@ use linegate::event::{ClockEvidence, ClockState, Event, Metric, Quality, Unit};
 use linegate::forward::{run, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
 use linegate::rule::{Engine, Params};
-use linegate::store::{Store, StoreOptions};
+use linegate::store::{SharedStore, Store, StoreOptions};
 
 const T0: i64 = 1_800_000_000_000;
 const MARK: &[u8] = b"/alerts/lat";
@@ -151,7 +150,7 @@ async fn bench(
     alerts: usize,
     (inflight, replay_rate, inflight_bytes): (usize, u32, usize),
 ) {
-    let store = Arc::new(RwLock::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
+    let store = SharedStore::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap());
     let backlog = store.read().outbox_depth().unwrap().0;
     let poller = std::env::var("POLL_STATUS_MS")
         .ok()
@@ -231,7 +230,7 @@ async fn bench(
             let mut s = store.write();
             let locked = now();
             let pos = s.append_journal(&[(e.ts_ms, line)]).unwrap().end - 1;
-            let s = RwLockWriteGuard::downgrade(s);
+            let s = s.downgrade();
             let appended = now();
             tokio::task::block_in_place(|| s.commit().unwrap());
             drop(s);
@@ -260,7 +259,7 @@ async fn bench(
             let mut s = store.write();
             lock_apply.push(ms(now().duration_since(asked)));
             s.apply_checkpoint_with_archive(pos, &checkpoint, &[rec.encode()], &[], &[]).unwrap();
-            let s = RwLockWriteGuard::downgrade(s);
+            let s = s.downgrade();
             notified.push(ms(now().duration_since(t0)));
             grew.notify_one();
             tokio::task::block_in_place(|| s.commit().unwrap());
@@ -333,7 +332,7 @@ impl StatusPoller {
     }
 }
 
-fn status_poller(store: &linegate::app::SharedStore, path: &str, every_ms: u64) -> StatusPoller {
+fn status_poller(store: &SharedStore, path: &str, every_ms: u64) -> StatusPoller {
     use linegate::control::protocol::{Command, Request};
     use std::io::BufRead;
     let socket = std::path::Path::new(path).join("control.sock");

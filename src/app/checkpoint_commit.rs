@@ -3,7 +3,7 @@
 //!
 //! The decide stage applies a checkpoint's batch under the store's exclusive lock and hands its
 //! commit (sled's flush, then the fsyncs: milliseconds of waiting on the disk) to a
-//! [`CommitInFlight`], which commits on its own thread without the lock (`app::commit_released`:
+//! [`CommitInFlight`], which commits on its own thread without the lock (`SharedStore::commit_released`:
 //! the ingest appends and the forwarder acknowledges meanwhile). Deciding needs no lock, so the
 //! next batch is decided meanwhile; the next checkpoint's batch is applied only once this commit
 //! is finished, so at most one commit is in flight and checkpoints become durable in order
@@ -21,7 +21,8 @@
 
 use std::thread::JoinHandle;
 
-use super::{AppError, SharedStore};
+use super::AppError;
+use crate::store::SharedStore;
 use crate::store::StoreError;
 
 /// The last journal position a checkpoint covers and that record's ingest time.
@@ -47,7 +48,7 @@ impl CommitInFlight {
         let shared = store.clone();
         let handle = std::thread::Builder::new()
             .name("checkpoint-commit".into())
-            .spawn(move || super::commit_released(&shared, super::read(&shared)))
+            .spawn(move || shared.commit_released(shared.read()))
             .map_err(|source| AppError::Io { path: "checkpoint-commit thread".into(), source })?;
         Ok(CommitInFlight { handle, through, received_s })
     }

@@ -11,20 +11,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use parking_lot::RwLockWriteGuard;
-
 use tokio::sync::{mpsc, Notify};
 
 use super::checkpoint_commit::{CommitInFlight, Through};
 use super::decide_input::DecideBatch;
 use super::outputs::Pending;
 use super::telemetry::Telemetry;
-use super::{lock, read, AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::decider::Decider;
 use crate::records::checkpoint::CheckpointPayload;
 use crate::records::outbox::OutboxRecord;
+use crate::store::SharedStore;
 use crate::store::{JournalRecord, Store};
 
 /// The decide stage's state between checkpoints.
@@ -160,7 +159,7 @@ impl DecideStage {
         telemetry: Telemetry,
     ) -> Result<DecideStage, AppError> {
         let (cp, warm_up_through, seq_marks, positions) = {
-            let s = read(&store);
+            let s = store.read();
             let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
             let positions = s.source_positions()?;
             let sensors = s.sensor_book()?;
@@ -314,7 +313,7 @@ impl DecideStage {
                     .min(self.store.read().next_journal_pos().saturating_sub(self.last_pos + 1)),
             );
             let chunk: Vec<JournalRecord> = {
-                let store = read(&self.store);
+                let store = self.store.read();
                 let from = self.last_pos + 1;
                 let it = store.journal_records_from(from).take_while(|r| match r {
                     Ok(r) => r.pos < end,
@@ -410,7 +409,7 @@ impl DecideStage {
         if self.pending.is_empty() {
             if let Some(through) = finished.filter(|t| self.housekeeping_due(false, t.0)) {
                 let shared = self.store.clone();
-                self.housekeep(&mut lock(&shared), false, through)?;
+                self.housekeep(&mut shared.write(), false, through)?;
             }
             return Ok(());
         }
@@ -456,7 +455,7 @@ impl DecideStage {
         let dedup =
             self.dedup_pages.change(self.decider.take_dedup_page(), &self.decider.dedup_horizons());
         let shared = self.store.clone();
-        let mut store = lock(&shared);
+        let mut store = shared.write();
         if let Some(through) = finished {
             self.housekeep(&mut store, false, through)?;
         }
@@ -484,7 +483,7 @@ impl DecideStage {
         // were decided from is durable, a crash before the commit decides them again (the same
         // alert ids and revisions, which consumers deduplicate), and it can apply their
         // acknowledgements only after the commit (that needs the lock exclusively).
-        let store = RwLockWriteGuard::downgrade(store);
+        let store = store.downgrade();
         if !outbox.is_empty() {
             self.outbox_grew.notify_one();
         }
@@ -496,10 +495,10 @@ impl DecideStage {
             self.in_flight = Some(CommitInFlight::start(&shared, through, received)?);
             return Ok(());
         }
-        super::commit_released(&shared, store)?;
+        shared.commit_released(store)?;
         self.committed(through, &received)?;
         if self.housekeeping_due(last, through.0) {
-            self.housekeep(&mut lock(&shared), last, through)?;
+            self.housekeep(&mut shared.write(), last, through)?;
         }
         Ok(())
     }

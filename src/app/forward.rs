@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use tokio::sync::{watch, Notify};
 
-use super::{lock, AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::store::SharedStore;
 
 /// What a forwarder is given.
 #[derive(Debug, Clone)]
@@ -63,7 +64,7 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || {
         let clock = SystemClock::new();
-        let mut s = lock(&store);
+        let mut s = store.write();
         let seqs: Vec<u64> = s
             .outbox_pending()
             .take(ACK_BATCH)
@@ -83,7 +84,7 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
         // Committed without the lock, as the ingest commits its appends: a commit already
         // running (a checkpoint's, a group commit's) covers these removals when it began after
         // them, and the other stages read and write meanwhile.
-        crate::app::commit_released_if_needed(&store, s)?;
+        store.commit_released_if_needed(s)?;
         Ok(true)
     })
     .await?

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{read, AppError, ForwardCtx, ForwardSlot, SharedStore};
+use super::{AppError, ForwardCtx, ForwardSlot};
 use crate::clock::{Clock, SystemClock};
 use crate::forward::{ForwardError, ForwarderConfig};
+use crate::store::SharedStore;
 
 /// How long a stopping pipeline waits for the outbox to drain by default (well inside systemd's
 /// `TimeoutStopSec=30s`).
@@ -91,7 +92,7 @@ async fn until_empty(store: &SharedStore) -> Result<(), AppError> {
     loop {
         let s = store.clone();
         let empty =
-            tokio::task::spawn_blocking(move || Ok::<_, AppError>(read(&s).outbox_after(0, 1)?))
+            tokio::task::spawn_blocking(move || Ok::<_, AppError>(s.read().outbox_after(0, 1)?))
                 .await??
                 .is_empty();
         if empty {
@@ -104,5 +105,5 @@ async fn until_empty(store: &SharedStore) -> Result<(), AppError> {
 /// Outbox records awaiting acknowledgement.
 async fn depth(store: &SharedStore) -> Result<u64, AppError> {
     let store = store.clone();
-    tokio::task::spawn_blocking(move || Ok(read(&store).outbox_records())).await?
+    tokio::task::spawn_blocking(move || Ok(store.read().outbox_records())).await?
 }

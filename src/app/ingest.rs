@@ -14,9 +14,10 @@ use tokio::time::Instant;
 
 use super::decide_input::DecideBatch;
 use super::telemetry::Telemetry;
-use super::{lock, AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TraceSource;
+use crate::store::SharedStore;
 use crate::store::{JournalRecord, Origin, PreparedJournal};
 use crate::trace::parse::salvage_at;
 
@@ -207,7 +208,7 @@ pub(super) async fn journal(
         // Encoded and packed before the lock is taken: the decide stage's checkpoints and the
         // forwarder wait for sled's batch alone.
         let prepared = PreparedJournal::new(&lines, raw_threshold);
-        let mut s = lock(&store);
+        let mut s = store.write();
         let range = match prepared {
             Some(p) => s.append_prepared_journal(p)?,
             None => s.append_journal_from(&lines)?,
@@ -221,7 +222,7 @@ pub(super) async fn journal(
         )
         .entered();
         // Committed without the lock: the other stages read and write meanwhile.
-        super::commit_released(&store, s)?;
+        store.commit_released(s)?;
         let took_s = clock.monotonic_s();
         let records: Vec<JournalRecord> = range
             .zip(lines)

@@ -29,13 +29,14 @@ use tokio::time::{Duration, Instant};
 
 use super::decide_input::DecideBatch;
 use super::ingest::{journal, Line};
-use super::{lock, AppError, SharedStore};
+use super::AppError;
 use crate::clock::Clock;
 use crate::event::{ClockEvidence, Unit};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange};
 use crate::stamp::clock::ClockStep;
 use crate::store::Origin;
+use crate::store::SharedStore;
 use crate::trace::SamplesRecord;
 
 /// How often the task looks at an idle source (ticks, outage declarations).
@@ -260,7 +261,7 @@ async fn declare(
     }
     let store = store.clone();
     tokio::task::spawn_blocking(move || -> Result<(), AppError> {
-        let mut s = lock(&store);
+        let mut s = store.write();
         s.declare_gaps(&gaps, now.real_ms)?;
         if !ledger.is_empty() {
             s.append_ledger(&ledger)?;

@@ -16,13 +16,14 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::live::{ingest_live, Adapter, Holes, LiveItem, LiveParams, Now};
-use super::{AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{BusSensor, SourceConfig};
 use crate::driver::adxl345::{Adxl345, RegisterAccess};
 use crate::source::bus::{self, BusOutput, BusReader};
 use crate::source::clock_quality::Adjtimex;
 use crate::source::modbus::poller::Backoff;
+use crate::store::SharedStore;
 use crate::telemetry::Metrics;
 
 /// Reason of the hole a bus fault leaves.

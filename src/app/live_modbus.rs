@@ -18,12 +18,13 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::live::{ingest_live, Adapter, Holes, LiveItem, LiveParams, Now};
-use super::{AppError, SharedStore};
+use super::AppError;
 use crate::clock::SystemClock;
 use crate::config::ModbusSource;
 use crate::source::clock_quality::{Adjtimex, KernelClock};
 use crate::source::modbus::{ModbusOutput, PollStats};
 use crate::stamp::clock::{ClockModel, ClockModelConfig, ClockReading, KernelEvidence};
+use crate::store::SharedStore;
 
 /// Reason of a gap left by polls without an answer.
 pub(super) const NO_ANSWER: &str = "no_answer";

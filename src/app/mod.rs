@@ -9,9 +9,8 @@
 //!   state, outbox, ledger, quarantine and alert archive in one batch ([`outputs`]).
 //! - A forwarder ([`forward`]) plugs into a slot and is woken when the outbox grows.
 //!
-//! All stages share one [`Store`] behind a read-write lock ([`SharedStore`]: sled holds a file
-//! lock, so one process); writes take it exclusively, a checkpoint's commit shared so that the
-//! forwarder reads meanwhile. Sled work runs on blocking threads, never on the reactor. A start on an existing store ledgers a
+//! All stages share one [`Store`] ([`SharedStore`]: sled holds a file lock, so one process; the
+//! rules of its lock are the store's). Sled work runs on blocking threads, never on the reactor. A start on an existing store ledgers a
 //! `Restart` and resumes: the decide stage from its checkpoint (journal records after it are
 //! decided again, exactly as before), each source right after its last journaled record or its position kept beside the
 //! checkpoint (`n/source/`), whichever is further.
@@ -45,22 +44,14 @@ pub mod telemetry;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, SourceConfig};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::store::{Store, StoreError, StoreOptions};
+use crate::store::{SharedStore, Store, StoreError, StoreOptions};
 
 pub use forward::{ForwardCtx, ForwardSlot};
-
-/// The store, shared by every stage. Writes take the lock exclusively ([`lock`]); commits take
-/// it shared ([`read`], after a write guard's `downgrade`), so the forwarder reads new records
-/// (with `read_recursive`, which joins a held read even while a writer waits) during a commit;
-/// its backlog reads are fair and let waiting writers go first (`forward::fetch`).
-pub type SharedStore = Arc<RwLock<Store>>;
 
 /// A named fault-injection point of the pipeline (`failpoints` feature): a `return` action makes
 /// the enclosing function fail with [`AppError::Injected`].
@@ -99,45 +90,6 @@ pub enum AppError {
     UnsupportedSource { index: usize, kind: &'static str },
     #[error("shutdown did not finish within {after:?} of the signal; the next start resumes from the store")]
     ShutdownTimeout { after: std::time::Duration },
-}
-
-/// Locks the shared store for writing.
-pub fn lock(store: &SharedStore) -> RwLockWriteGuard<'_, Store> {
-    store.write()
-}
-
-/// Locks the shared store for reading and committing.
-pub fn read(store: &SharedStore) -> RwLockReadGuard<'_, Store> {
-    store.read()
-}
-
-/// Commits the writes made so far without holding the store's lock through the disk's wait:
-/// `held` (the caller's hold, either side) is let go first, so that the other stages write
-/// meanwhile (`store/commit.rs`); the lock's shared side is taken again only when segments left
-/// without references are due for deletion.
-pub(crate) fn commit_released(
-    store: &RwLock<Store>,
-    held: impl std::ops::Deref<Target = Store>,
-) -> Result<(), crate::store::StoreError> {
-    let committer = held.committer();
-    drop(held);
-    let done = committer.commit()?;
-    if done.is_complete() {
-        return Ok(());
-    }
-    store.read().after_commit(done)
-}
-
-/// [`commit_released`] when the store's writes wait for a commit (none that began after them
-/// has covered them: [`Store::needs_commit`]); returns whether it committed.
-pub(crate) fn commit_released_if_needed(
-    store: &RwLock<Store>,
-    held: impl std::ops::Deref<Target = Store>,
-) -> Result<bool, crate::store::StoreError> {
-    if !held.needs_commit() {
-        return Ok(false);
-    }
-    commit_released(store, held).map(|()| true)
 }
 
 /// How `run` runs.
@@ -228,7 +180,7 @@ async fn run_pipeline(
     telemetry.metrics.set_limits(config.store.max_bytes, config.time.allowed_lateness_ms);
     let version = crate::config::rule_version::rule_version(&config);
     telemetry.metrics.set_rule(&config.rule.name, &version);
-    let store: SharedStore = Arc::new(RwLock::new(store));
+    let store = SharedStore::new(store);
     let outbox_grew = Arc::new(Notify::new());
     let config = Arc::new(config);
     let (catchup_end, offsets, stage) = {
@@ -382,7 +334,7 @@ fn start(
 ) -> Result<(u64, std::collections::BTreeMap<u16, u64>, decide_stage::DecideStage), AppError> {
     let stage = decide_stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
     let mut offsets = stage.offsets().clone();
-    let mut s = lock(&store);
+    let mut s = store.write();
     let journal_next = s.next_journal_pos();
     // The checkpoint's offsets cover every record up to its position: only later ones can be ahead.
     let covered = s.checkpoint_pos();
@@ -420,6 +372,7 @@ fn start(
 /// the store is recovered without it, and the decide stage re-derives its state.
 async fn open_store(config: &Config, opts: StoreOptions) -> Result<(Store, bool), AppError> {
     let path = config.store.path.clone();
+    let opts = StoreOptions { dedup_page_check: Some(crate::rule::dedup::page_reads), ..opts };
     let now_ms = SystemClock::new().now_ms();
     let (store, recovered) = tokio::task::spawn_blocking(move || {
         shutdown::panics_caught(|| Store::open_or_recover(&path, opts, now_ms))

@@ -20,14 +20,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-#[cfg(test)]
-use super::read;
 use super::telemetry::Telemetry;
-use super::{lock, AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::rule::alert::AlertRecord;
 use crate::store::archive::ALERTS;
+use crate::store::SharedStore;
 use crate::store::{ShedReport, Store};
 
 /// How often the budget is checked (the check is a walk of the store's directory).
@@ -103,8 +102,8 @@ pub(super) fn enforce(
 ) -> Result<Option<ShedReport>, AppError> {
     let max = config.store.max_bytes;
     // A batch at a time, the lock released between them, until the history is caught up.
-    while prune(&mut lock(store), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
-    let mut s = lock(store);
+    while prune(&mut store.write(), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
+    let mut s = store.write();
     let size = s.disk_usage()?;
     if size <= max {
         return Ok(None);
@@ -214,7 +213,7 @@ async fn snapshot_sled(store: &SharedStore) -> bool {
     let store = store.clone();
     let r = tokio::task::spawn_blocking(move || {
         let clock = SystemClock::new();
-        let done = lock(&store).snapshot_sled()?;
+        let done = store.write().snapshot_sled()?;
         Ok::<_, crate::store::StoreError>(done.then(|| clock.monotonic_ms()))
     })
     .await;
@@ -260,7 +259,7 @@ mod tests {
         let mut s = Store::open(tmp.path(), crate::store::StoreOptions::default()).unwrap();
         s.append_journal(&[(1, b"a line".to_vec())]).unwrap();
         s.checkpoint(1, b"decider", &[b"a record".to_vec()]).unwrap();
-        let store: SharedStore = Arc::new(parking_lot::RwLock::new(s));
+        let store: SharedStore = SharedStore::new(s);
         let config = Arc::new(Config::for_replay_defaults("gw"));
         let (stop_tx, stop) = watch::channel(false);
         let opened = newest_snapshot(tmp.path());
@@ -272,14 +271,14 @@ mod tests {
         let first = newest_snapshot(tmp.path());
         assert!(first > opened, "an hour: {opened:?} -> {first:?}");
         // An iterator out holds the next one back; it follows at the first check after.
-        lock(&store).checkpoint(1, b"decider 2", &[b"another".to_vec()]).unwrap();
-        let walk = read(&store).outbox_pending();
+        store.write().checkpoint(1, b"decider 2", &[b"another".to_vec()]).unwrap();
+        let walk = store.read().outbox_pending();
         tokio::time::sleep(SLED_SNAPSHOT_EVERY + RETENTION_INTERVAL * 5).await;
         assert_eq!(newest_snapshot(tmp.path()), first, "held back by the walk");
         assert_eq!(walk.count(), 2);
         tokio::time::sleep(RETENTION_INTERVAL).await;
         assert!(newest_snapshot(tmp.path()) > first, "after the walk");
-        assert_eq!(read(&store).outbox_pending().count(), 2);
+        assert_eq!(store.read().outbox_pending().count(), 2);
         stop_tx.send(true).unwrap();
         task.await.unwrap();
     }

@@ -23,12 +23,13 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::{read, AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::decider::Decider;
 use crate::event::ClockState;
 use crate::forward::ForwardStats;
 use crate::records::outbox::{Bulk, OutboxRecord};
+use crate::store::SharedStore;
 use crate::telemetry::drain::DrainRate;
 use crate::telemetry::watchdog::Heartbeat;
 use crate::telemetry::{BrokerState, Metrics, OutboxKind};
@@ -124,7 +125,7 @@ struct StoreSample {
 /// every second.
 fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
     let (records, next, disk_bytes, undecided, quarantine, sensors) = {
-        let s = read(store);
+        let s = store.read();
         let undecided = s.next_journal_pos().saturating_sub(1).saturating_sub(s.checkpoint_pos());
         (
             s.outbox_pending(),
@@ -292,7 +293,7 @@ mod tests {
     fn a_sample_counts_the_outbox_by_kind_and_what_left_it() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
-        let store: SharedStore = Arc::new(parking_lot::RwLock::new(s));
+        let store: SharedStore = SharedStore::new(s);
         let samples = OutboxRecord::Samples {
             machine: "m".into(),
             sensor: "s".into(),

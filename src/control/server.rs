@@ -18,9 +18,10 @@ use super::protocol::{parse_request, BadRequest, Command, Frame, REQUEST_MAX};
 use crate::app::audit::status::Live;
 use crate::app::audit::view::{DaemonView, View};
 use crate::app::audit::AuditError;
-use crate::app::{telemetry::Telemetry, SharedStore};
+use crate::app::telemetry::Telemetry;
 use crate::config::Config;
 use crate::records::ledger::Operator;
+use crate::store::SharedStore;
 
 /// Clients served at once.
 pub const MAX_CLIENTS: usize = 16;

@@ -28,10 +28,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::app::{self, ForwardSlot, RunOptions, SharedStore};
+use crate::app::{self, ForwardSlot, RunOptions};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::forward::ForwarderConfig;
+use crate::store::SharedStore;
 
 /// Why the demo could not run (as opposed to running and finding a problem).
 #[derive(Debug, thiserror::Error)]
@@ -240,7 +241,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .ok_or_else(|| DemoError::Setup("the forwarder never started".into()))?;
     // The broker has acknowledged everything; the subscriber may still be receiving the last.
     let ledger = {
-        let mut s = app::lock(&store);
+        let mut s = store.write();
         app::audit::view::View::Own(&mut s).ledger()?.records
     };
     let settle = clock.monotonic_ms() + 5_000;
@@ -271,7 +272,7 @@ struct Depth {
 }
 
 fn depth(store: &SharedStore) -> Option<Depth> {
-    let s = app::read(store);
+    let s = store.read();
     let (outbox_records, outbox_bytes) = s.outbox_depth().ok()?;
     Some(Depth { journaled: s.next_journal_pos().saturating_sub(1), outbox_records, outbox_bytes })
 }
@@ -347,7 +348,7 @@ fn report(
     arrived: &subscriber::Arrivals,
 ) -> Result<bool, DemoError> {
     use std::io::Write;
-    let mut s = app::lock(store);
+    let mut s = store.write();
     let mut ids: Vec<String> = Vec::new();
     for json in app::audit::archived_alerts(&s)? {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();

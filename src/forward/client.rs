@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
 use rumqttc::{
     AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, NetworkOptions,
     Outgoing, Packet, QoS, TlsConfiguration, Transport,
@@ -28,7 +27,7 @@ use super::request::{Next, Write, Written};
 use super::session::Session;
 use super::session_config::SessionConfig;
 use crate::clock::Clock;
-use crate::store::Store;
+use crate::store::SharedStore;
 
 /// Everything the shell needs, resolved (secrets read, TLS built).
 #[derive(Debug, Clone)]
@@ -68,7 +67,7 @@ enum End {
 /// store fails (the daemon then stops with that error, and its service manager starts it again).
 pub async fn run(
     cfg: ForwarderConfig,
-    store: Arc<RwLock<Store>>,
+    store: SharedStore,
     outbox_grew: Arc<Notify>,
     clock: Arc<dyn Clock>,
     mut shutdown: watch::Receiver<bool>,
@@ -199,13 +198,13 @@ fn describe(e: &ConnectionError) -> String {
 /// task waits for the round (as it waited for the reads when they ran on it), and then handles
 /// the packets that came meanwhile.
 struct StoreWork {
-    store: Arc<RwLock<Store>>,
+    store: SharedStore,
     clock: Arc<dyn Clock>,
     writes: JoinSet<Result<Written, FetchError>>,
 }
 
 impl StoreWork {
-    fn new(store: Arc<RwLock<Store>>, clock: Arc<dyn Clock>) -> Self {
+    fn new(store: SharedStore, clock: Arc<dyn Clock>) -> Self {
         StoreWork { store, clock, writes: JoinSet::new() }
     }
 

@@ -266,7 +266,12 @@ mod tests {
     use crate::store::{Store, StoreOptions, RAW_DIR};
 
     fn open(dir: &Path) -> Store {
-        let opts = StoreOptions { cache_bytes: 1 << 20, raw_threshold: 4, segment_bytes: 64 };
+        let opts = StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 4,
+            segment_bytes: 64,
+            ..StoreOptions::default()
+        };
         Store::open(dir, opts).unwrap()
     }
 

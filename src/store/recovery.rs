@@ -285,7 +285,7 @@ fn build_fresh(
 ) -> Result<(Salvage, Vec<GapNotice>)> {
     let attempt = || -> Result<super::salvage::Salvaged> {
         let store = Store::open(fresh, opts.clone())?;
-        super::salvage::salvage(path, &store, now_ms, keep_checkpoint)
+        super::salvage::salvage(path, &store, now_ms, keep_checkpoint, opts.dedup_page_check)
     };
     let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)) {
         Ok(Ok(s)) => return Ok((s.report, s.gaps)),

@@ -140,7 +140,12 @@ mod tests {
     use crate::store::StoreOptions;
 
     fn open(dir: &Path) -> Store {
-        let opts = StoreOptions { cache_bytes: 1 << 20, raw_threshold: 16, segment_bytes: 1024 };
+        let opts = StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 16,
+            segment_bytes: 1024,
+            ..StoreOptions::default()
+        };
         Store::open(dir, opts).unwrap()
     }
 

@@ -107,9 +107,7 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     let (bus_tx, bus_rx) = mpsc::channel(64);
     let bus = spawn(reader, bus_tx, Arc::new(AtomicBool::new(false)));
 
-    let store: SharedStore = Arc::new(parking_lot::RwLock::new(
-        Store::open(&config.store.path, StoreOptions::default()).unwrap(),
-    ));
+    let store = SharedStore::new(Store::open(&config.store.path, StoreOptions::default()).unwrap());
     // Room for one batch, and nobody reading yet: the ingest must not wait for the decide stage.
     let (tx, rx) = mpsc::channel(1);
     let (_stop_tx, stop) = watch::channel(false);
