@@ -343,7 +343,7 @@ fn status_poller(store: &SharedStore, path: &str, every_ms: u64) -> StatusPoller
         store: store.clone(),
         config: Arc::new(config),
         decide: tx.downgrade(),
-        telemetry: linegate::app::telemetry::Telemetry::new(),
+        telemetry: linegate::telemetry::Telemetry::new(),
         started_ms: 0,
     };
     let listener = linegate::control::server::bind(&socket).unwrap();
@@ -388,7 +388,7 @@ fn main() {
         .get(6)
         .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
     // The allocator as `linegate run` sets it before its runtime starts.
-    linegate::app::memory::limit_arenas();
+    linegate::memory::limit_arenas();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

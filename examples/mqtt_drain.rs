@@ -25,10 +25,11 @@ use std::time::Duration;
 use linegate::clock::{Clock, SystemClock};
 use linegate::config::MqttForwardConfig;
 use linegate::event::Unit;
-use linegate::forward::{run, ForwardStats, ForwarderConfig, SessionConfig};
+use linegate::forward::{run, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
 use linegate::records::samples_codec::encode_block;
 use linegate::store::{SharedStore, Store, StoreOptions};
+use linegate::telemetry::ForwardStats;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
 const T0: i64 = 1_700_000_000_000;
@@ -192,7 +193,7 @@ async fn drain(args: &[String]) {
     let trim = tokio::spawn(async {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            linegate::app::memory::release_free_memory();
+            linegate::memory::release_free_memory();
         }
     });
     let clock = Arc::new(SystemClock::new());
@@ -250,7 +251,7 @@ fn main() {
         }
         Some("drain") => {
             // As `linegate run` does before its runtime starts.
-            linegate::app::memory::limit_arenas();
+            linegate::memory::limit_arenas();
             tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

@@ -7,7 +7,7 @@
 //! `event` and `records` hold the vocabularies every stage shares (docs/contracts.md); `config`
 //! the configuration; `clock` the one time source; `telemetry` metrics, logs and systemd.
 #![deny(unsafe_code)]
-// exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `app::memory` (mallopt, malloc_trim)
+// exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `memory` (mallopt, malloc_trim)
 #![deny(rust_2018_idioms, unused_must_use)]
 #![warn(
     missing_debug_implementations,
@@ -30,6 +30,7 @@ pub mod demo;
 pub mod driver;
 pub mod event;
 pub mod forward;
+pub mod memory;
 pub mod records;
 pub mod replay;
 pub mod rule;

@@ -16,7 +16,6 @@ use tokio::sync::{mpsc, Notify};
 use super::checkpoint_commit::{CommitInFlight, Through};
 use super::decide_input::DecideBatch;
 use super::outputs::Pending;
-use super::telemetry::Telemetry;
 use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -25,6 +24,7 @@ use crate::records::checkpoint::CheckpointPayload;
 use crate::records::outbox::OutboxRecord;
 use crate::store::SharedStore;
 use crate::store::{JournalRecord, Store};
+use crate::telemetry::Telemetry;
 
 /// The decide stage's state between checkpoints.
 #[derive(Debug)]
@@ -510,7 +510,7 @@ impl DecideStage {
         crate::app::failpoint!("app::decide::after_checkpoint");
         let now = self.clock.monotonic_s();
         let latencies: Vec<f64> = received.iter().map(|t| (now - t).max(0.0)).collect();
-        self.telemetry.checkpointed(&self.decider, last_at, &latencies);
+        report_checkpoint(&self.telemetry, &self.decider, last_at, &latencies);
         self.telemetry.heartbeat.bump();
         Ok(())
     }
@@ -574,6 +574,31 @@ impl DecideStage {
             self.samples_scan_from = seq + 1;
         }
         Ok(None)
+    }
+}
+
+/// What the decide stage reports after a checkpoint: `ingest_ms` is the ingest time of the last
+/// record it decided, `latencies_s` the time each batch it covers waited from its receipt to now.
+/// The decision counters (records, duplicates, late and too late, rejected by reason, alerts), the
+/// rule state, each machine's watermark and lag, and the processing latencies.
+fn report_checkpoint(
+    t: &Telemetry,
+    decider: &Decider,
+    ingest_ms: Option<i64>,
+    latencies_s: &[f64],
+) {
+    let m = &t.metrics;
+    // Before the counts: a scrape that sees a record counted sees its bound.
+    m.set_watermark_bounds(decider.bounds());
+    m.apply_counts(decider.counts());
+    let (size, open_frames) = decider.state_size();
+    m.set_rule_state(&size, open_frames);
+    if let Some(at) = ingest_ms {
+        m.set_watermarks(at, decider.watermarks());
+    }
+    t.note_watermarks(decider.watermarks());
+    for &s in latencies_s {
+        m.observe_processing_latency(s);
     }
 }
 

@@ -26,7 +26,7 @@ pub struct ForwardCtx {
     /// Becomes true when the pipeline stops: drain what can be drained quickly, then return.
     pub stop: watch::Receiver<bool>,
     /// Counters the forwarder keeps for the metrics (connection state, PUBLISHes, PUBACKs).
-    pub stats: Arc<crate::forward::ForwardStats>,
+    pub stats: Arc<crate::telemetry::ForwardStats>,
 }
 
 /// The forwarder's task.

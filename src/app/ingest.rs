@@ -13,12 +13,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::decide_input::DecideBatch;
-use super::telemetry::Telemetry;
 use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TraceSource;
 use crate::store::SharedStore;
 use crate::store::{JournalRecord, Origin, PreparedJournal};
+use crate::telemetry::Telemetry;
 use crate::trace::parse::salvage_at;
 
 /// One line read: `(at, origin, bytes)` as the journal takes it.

@@ -82,7 +82,7 @@ pub(super) struct LiveParams {
     pub(super) commit_records: usize,
     pub(super) commit_interval_ms: i64,
     /// Where the group commits report their duration, and bus sources their overruns.
-    pub(super) telemetry: super::telemetry::Telemetry,
+    pub(super) telemetry: crate::telemetry::Telemetry,
     /// The store's `raw_threshold` (a line this long goes to a segment file).
     pub(super) raw_threshold: usize,
 }

@@ -35,7 +35,6 @@ mod ingest;
 mod live;
 mod live_bus;
 mod live_modbus;
-pub mod memory;
 pub mod outputs;
 pub mod retention;
 pub mod shutdown;
@@ -172,9 +171,9 @@ async fn run_pipeline(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
-    let telemetry = telemetry::Telemetry::new();
+    let telemetry = crate::telemetry::Telemetry::new();
     let started_ms = SystemClock::new().now_ms();
-    let metrics_listener = telemetry::bind_metrics(&config.metrics.listen).await;
+    let metrics_listener = crate::telemetry::http::bind(&config.metrics.listen).await;
     let (store, recovered) = open_store(&config, opts.store.clone()).await?;
     telemetry.metrics.set_start(started_ms, recovered);
     telemetry.metrics.set_limits(config.store.max_bytes, config.time.allowed_lateness_ms);
@@ -330,7 +329,7 @@ fn start(
     config: &Config,
     store: SharedStore,
     grew: Arc<Notify>,
-    telemetry: telemetry::Telemetry,
+    telemetry: crate::telemetry::Telemetry,
 ) -> Result<(u64, std::collections::BTreeMap<u16, u64>, decide_stage::DecideStage), AppError> {
     let stage = decide_stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
     let mut offsets = stage.offsets().clone();
@@ -412,7 +411,7 @@ fn log_recovery(recovered: Option<&crate::store::Recovered>) {
 fn spawn_services(
     config: &Arc<Config>,
     store: &SharedStore,
-    t: &telemetry::Telemetry,
+    t: &crate::telemetry::Telemetry,
     metrics_listener: Option<tokio::net::TcpListener>,
     page: crate::telemetry::http::Page,
     stop: &watch::Receiver<bool>,
@@ -462,7 +461,7 @@ fn spawn_control(
 
 /// systemd's watchdog pings (with `WATCHDOG_USEC` set), until `stop` is set.
 fn spawn_watchdog(
-    t: &telemetry::Telemetry,
+    t: &crate::telemetry::Telemetry,
     stop: &watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let heartbeat = t.heartbeat.clone();

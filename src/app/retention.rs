@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::telemetry::Telemetry;
 use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -28,6 +27,7 @@ use crate::rule::alert::AlertRecord;
 use crate::store::archive::ALERTS;
 use crate::store::SharedStore;
 use crate::store::{ShedReport, Store};
+use crate::telemetry::Telemetry;
 
 /// How often the budget is checked (the check is a walk of the store's directory).
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(1);

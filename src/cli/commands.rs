@@ -34,7 +34,7 @@ pub(crate) fn run(
     let default_filter = std::env::var("LINEGATE_LOG").unwrap_or_else(|_| "info".to_owned());
     let sink = linegate::telemetry::logging::init(&default_filter)?;
     tracing::debug!(?sink, "logging");
-    linegate::app::memory::limit_arenas();
+    linegate::memory::limit_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let store = linegate::store::StoreOptions {
         cache_bytes: config.store.cache_bytes,

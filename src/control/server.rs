@@ -18,10 +18,10 @@ use super::protocol::{parse_request, BadRequest, Command, Frame, REQUEST_MAX};
 use crate::app::audit::status::Live;
 use crate::app::audit::view::{DaemonView, View};
 use crate::app::audit::AuditError;
-use crate::app::telemetry::Telemetry;
 use crate::config::Config;
 use crate::records::ledger::Operator;
 use crate::store::SharedStore;
+use crate::telemetry::Telemetry;
 
 /// Clients served at once.
 pub const MAX_CLIENTS: usize = 16;
@@ -221,7 +221,7 @@ fn live(d: &Daemon) -> Live {
         started_ms: d.started_ms,
         now_ms: crate::clock::Clock::now_ms(&crate::clock::SystemClock::new()),
         broker_connected: mqtt.then(|| f.connected.load(Ordering::Relaxed)),
-        clock: crate::app::telemetry::kernel_clock_state().as_str().to_string(),
+        clock: crate::source::clock_quality::kernel_clock_state().as_str().to_string(),
         drain_rate: d.telemetry.drain_rate(),
     }
 }

@@ -73,7 +73,7 @@ const CLOCK_STATES: [(ClockState, &str); 5] = [
 const ALERT_KINDS: [&str; 4] = ["open", "amend", "close", "supersede"];
 
 /// The MQTT forwarder as its counters say it: totals since the process started (what
-/// `crate::forward::ForwardStats` holds).
+/// [`super::ForwardStats`] holds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BrokerState {
     /// A session is up (ConnAck received, not lost since).

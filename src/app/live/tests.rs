@@ -111,7 +111,7 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     // Room for one batch, and nobody reading yet: the ingest must not wait for the decide stage.
     let (tx, rx) = mpsc::channel(1);
     let (_stop_tx, stop) = watch::channel(false);
-    let telemetry = crate::app::telemetry::Telemetry::new();
+    let telemetry = crate::telemetry::Telemetry::new();
     let p = LiveParams {
         source: 0,
         journaled: 0,
@@ -132,7 +132,7 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
         &config,
         store.clone(),
         Arc::new(Notify::new()),
-        crate::app::telemetry::Telemetry::new(),
+        crate::telemetry::Telemetry::new(),
     )
     .unwrap();
     tokio::task::spawn_blocking(move || stage.run(1, rx)).await.unwrap().unwrap();
