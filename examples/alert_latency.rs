@@ -199,7 +199,7 @@ async fn bench(
     let mut engine = Engine::new(Params::from_config(&config));
     // A checkpoint `status` can restore (a fresh decider's): the bench's own engine is not one.
     let checkpoint = linegate::records::checkpoint::CheckpointPayload {
-        decider: linegate::decider::Decider::new(&config).snapshot(),
+        decider: linegate::decide::Decider::new(&config).snapshot(),
         offsets: Default::default(),
         rule_version: String::new(),
     }

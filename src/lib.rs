@@ -19,12 +19,24 @@
     clippy::unimplemented
 )]
 
+/// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
+/// without it. Configured with a `return` action, the enclosing function returns
+/// `Err($error::Injected { point })`, `$error` (a path from the crate root) being that
+/// function's error type; `panic` and `sleep` work as the `fail` crate defines them. Tests name
+/// the points (`store::…`, `app::…`).
+macro_rules! failpoint {
+    ($name:literal, $($error:ident)::+) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| Err($($error)::+::Injected { point: $name }));
+    };
+}
+
 pub mod app;
 pub mod capture;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod decider;
+pub mod decide;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod driver;

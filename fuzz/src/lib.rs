@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use linegate::config::Config;
-use linegate::decider::Decider;
+use linegate::decide::Decider;
 use linegate::trace::parse::parse_line;
 
 /// The repository root (the parent of this crate).

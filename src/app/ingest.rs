@@ -12,12 +12,13 @@ use std::path::PathBuf;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::decide_input::DecideBatch;
 use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TraceSource;
+use crate::decide::input::DecideBatch;
+use crate::records::journal::{JournalRecord, Origin};
+use crate::store::PreparedJournal;
 use crate::store::SharedStore;
-use crate::store::{JournalRecord, Origin, PreparedJournal};
 use crate::telemetry::Telemetry;
 use crate::trace::parse::salvage_at;
 

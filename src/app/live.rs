@@ -27,15 +27,15 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Duration, Instant};
 
-use super::decide_input::DecideBatch;
 use super::ingest::{journal, Line};
 use super::AppError;
 use crate::clock::Clock;
+use crate::decide::input::DecideBatch;
 use crate::event::{ClockEvidence, Unit};
+use crate::records::journal::Origin;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange};
 use crate::stamp::clock::ClockStep;
-use crate::store::Origin;
 use crate::store::SharedStore;
 use crate::trace::SamplesRecord;
 

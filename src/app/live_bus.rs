@@ -77,7 +77,7 @@ pub(super) async fn ingest(
     p: LiveParams,
     config: SourceConfig,
     store: SharedStore,
-    tx: mpsc::Sender<crate::app::decide_input::DecideBatch>,
+    tx: mpsc::Sender<crate::decide::input::DecideBatch>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let sensor = match &config {

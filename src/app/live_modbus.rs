@@ -136,7 +136,7 @@ pub(super) async fn ingest(
     p: LiveParams,
     source: ModbusSource,
     store: SharedStore,
-    tx: mpsc::Sender<crate::app::decide_input::DecideBatch>,
+    tx: mpsc::Sender<crate::decide::input::DecideBatch>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let clock = SystemClock::new();

@@ -26,16 +26,12 @@
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
 
 pub mod audit;
-mod checkpoint_commit;
-pub mod decide_input;
-mod decide_stage;
 pub mod forward;
 pub mod forward_mqtt;
 mod ingest;
 mod live;
 mod live_bus;
 mod live_modbus;
-pub mod outputs;
 pub mod retention;
 pub mod shutdown;
 pub mod telemetry;
@@ -73,8 +69,8 @@ pub enum AppError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the checkpoint's payload does not decode: {0}")]
-    Checkpoint(String),
+    #[error(transparent)]
+    Decide(#[from] crate::decide::stage::StageError),
     #[error("outbox record {seq} does not decode: {why}")]
     Outbox { seq: u64, why: String },
     #[error("the {0} stage stopped unexpectedly")]
@@ -146,14 +142,15 @@ impl AppError {
     /// error `Corrupt` from any stage, or an outbox or journal record the decide stage or the
     /// forwarder could not decode.
     pub fn store_damage(&self) -> Option<crate::store::Damage> {
+        use crate::decide::stage::StageError;
         use crate::forward::FetchError;
         use crate::store::Damage;
         let named = |tree: &str, key: String| {
             Some(Damage { tree: tree.into(), key, error: self.to_string() })
         };
         match self {
-            AppError::Store(e) => Damage::of(e),
-            AppError::Outbox { seq, .. } => named("state", format!("o/{seq}")),
+            AppError::Store(e) | AppError::Decide(StageError::Store(e)) => Damage::of(e),
+            AppError::Decide(StageError::Outbox { seq, .. }) => named("state", format!("o/{seq}")),
             AppError::Forward(crate::forward::ForwardError::Store(f)) => match f {
                 FetchError::Store(e) => Damage::of(e),
                 FetchError::BadRecord { seq, .. } => named("state", format!("o/{seq}")),
@@ -206,7 +203,7 @@ async fn run_pipeline(
     let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
     let mut ingests = tokio::task::JoinSet::new();
     for (i, source) in config.source.iter().enumerate() {
-        let index = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
+        let index = u16::try_from(i).unwrap_or(crate::records::journal::Origin::RELEASED - 1);
         let offset = offsets.get(&index).copied().unwrap_or(0);
         let (store, tx, stop) = (store.clone(), tx.clone(), stop_rx.clone());
         let live = live::LiveParams {
@@ -289,7 +286,7 @@ async fn run_pipeline(
         }
         result
     };
-    let decided = decide.await.map_err(AppError::from).and_then(|r| r);
+    let decided = decide.await.map_err(AppError::from).and_then(|r| r.map_err(AppError::from));
     let _ = stop_tx.send(true);
     let forwarded = match (forward_ended, forward) {
         (Some(ended), _) => ended,
@@ -330,15 +327,16 @@ fn start(
     store: SharedStore,
     grew: Arc<Notify>,
     telemetry: crate::telemetry::Telemetry,
-) -> Result<(u64, std::collections::BTreeMap<u16, u64>, decide_stage::DecideStage), AppError> {
-    let stage = decide_stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
+) -> Result<(u64, std::collections::BTreeMap<u16, u64>, crate::decide::stage::DecideStage), AppError>
+{
+    let stage = crate::decide::stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
     let mut offsets = stage.offsets().clone();
     let mut s = store.write();
     let journal_next = s.next_journal_pos();
     // The checkpoint's offsets cover every record up to its position: only later ones can be ahead.
     let covered = s.checkpoint_pos();
     for i in 0..config.source.len() {
-        let i = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
+        let i = u16::try_from(i).unwrap_or(crate::records::journal::Origin::RELEASED - 1);
         if let Some(o) = s.journal_last_offset(i, covered)? {
             let e = offsets.entry(i).or_insert(0);
             *e = (*e).max(o);
@@ -370,6 +368,7 @@ fn start(
 /// rather than crash-looping. A checkpoint the decide stage cannot restore is such damage too:
 /// the store is recovered without it, and the decide stage re-derives its state.
 async fn open_store(config: &Config, opts: StoreOptions) -> Result<(Store, bool), AppError> {
+    use crate::decide::stage::StageError;
     let path = config.store.path.clone();
     let opts = StoreOptions { dedup_page_check: Some(crate::rule::dedup::page_reads), ..opts };
     let now_ms = SystemClock::new().now_ms();
@@ -378,7 +377,8 @@ async fn open_store(config: &Config, opts: StoreOptions) -> Result<(Store, bool)
     })
     .await??;
     log_recovery(recovered.as_ref());
-    let Err(AppError::Checkpoint(why)) = decide_stage::check_checkpoint(config, &store) else {
+    let Err(StageError::Checkpoint(why)) = crate::decide::stage::check_checkpoint(config, &store)
+    else {
         return Ok((store, recovered.is_some()));
     };
     let cause = StoreError::Corrupt {

@@ -37,7 +37,7 @@ const FRAME_BYTES: usize = 32 * 1024;
 pub struct Daemon {
     pub store: SharedStore,
     pub config: Arc<Config>,
-    pub decide: mpsc::WeakSender<crate::app::decide_input::DecideBatch>,
+    pub decide: mpsc::WeakSender<crate::decide::input::DecideBatch>,
     pub telemetry: Telemetry,
     pub started_ms: i64,
 }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::{failpoint, Result, Store, StoreError};
+use super::{Result, Store, StoreError};
 use crate::records::ledger::LedgerRecord;
 
 /// Key prefix of quarantined records.
@@ -126,7 +126,7 @@ impl Store {
         let mut batch = sled::Batch::default();
         batch.remove(key);
         let next = self.batch_ledger(&mut batch, ledger);
-        failpoint!("store::archive::before_remove");
+        failpoint!("store::archive::before_remove", crate::store::StoreError);
         self.state
             .apply_batch(batch)
             .map_err(self.sled_err("apply archive removal to tree state"))?;

@@ -114,7 +114,7 @@ pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;
 pub use history::{HistoryLines, HistoryTrim};
-pub use journal::{JournalRecord, Origin, PreparedJournal};
+pub use journal::PreparedJournal;
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_compact::Compacted;
 pub use outbox_read::OutboxScan;
@@ -127,17 +127,6 @@ pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;
 pub use shared::{Hold, ReadGuard, SharedStore, WriteGuard, ACK_CHUNK};
 pub use state::{sensor_book_put, source_position_put, Checkpoint};
-
-/// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
-/// without it. Configured with a `return` action, the enclosing call fails with
-/// [`StoreError::Injected`]; `panic` and `sleep` work as the `fail` crate defines them.
-macro_rules! failpoint {
-    ($name:literal) => {
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!($name, |_| Err($crate::store::StoreError::Injected { point: $name }));
-    };
-}
-pub(crate) use failpoint;
 
 /// How the store opens its database.
 #[derive(Debug, Clone)]

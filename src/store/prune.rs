@@ -20,7 +20,7 @@
 
 use super::archive::{alert_key, alert_prefix};
 use super::ledger::{decode_entries, ledger_key, raw_entries, LEDGER};
-use super::{failpoint, page, Result, Store, STATE};
+use super::{page, Result, Store, STATE};
 use crate::records::ledger::LedgerEntry;
 use crate::records::pruned::{is_input, owed, PrunedSummary};
 
@@ -116,7 +116,7 @@ impl Store {
             }
         }
         batch.insert(PRUNED, summary.encode());
-        failpoint!("store::prune::before_apply");
+        failpoint!("store::prune::before_apply", crate::store::StoreError);
         self.state.apply_batch(batch).map_err(self.sled_err("apply pruning to tree state"))?;
         self.commits.wrote();
         Ok(report)

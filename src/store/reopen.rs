@@ -24,9 +24,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    failpoint, open_waiting_for_lock, sled_config, Result, Store, StoreError, JOURNAL, SEQ, STATE,
-};
+use super::{open_waiting_for_lock, sled_config, Result, Store, StoreError, JOURNAL, SEQ, STATE};
 
 /// The temporary database that holds sled's place during a reopen (a directory of the store).
 pub(super) const STAND_IN: &str = "reopen.tmp";
@@ -90,7 +88,7 @@ impl Store {
         drop(std::mem::replace(&mut self.state, state));
         drop(std::mem::replace(&mut self.seq, seq));
         drop(std::mem::replace(&mut self.db, stand_in));
-        failpoint!("store::reopen::closed");
+        failpoint!("store::reopen::closed", crate::store::StoreError);
         let db = open_waiting_for_lock(&sled_config(&self.path, &self.opts))
             .map_err(|source| StoreError::Open { path: self.path.clone(), source })?;
         let tree = |name: &str| db.open_tree(name).map_err(err(&format!("open tree {name}")));

@@ -1,4 +1,5 @@
 use super::*;
+use crate::records::journal::Origin;
 
 fn small() -> StoreOptions {
     StoreOptions {

@@ -22,9 +22,9 @@ use super::families::{
     ReasonLabel, RuleLabel, SensorLabel, SensorStateLabel, StateLabel,
 };
 
-use crate::decider::Counts;
 use crate::event::rejection::Reason;
 use crate::event::ClockState;
+use crate::records::counts::Counts;
 use crate::records::outbox::OutboxRecord;
 use crate::rule::StateSize;
 

@@ -13,10 +13,11 @@ use std::collections::BTreeSet;
 use tokio::sync::mpsc;
 
 use super::AuditError;
+use crate::records::journal::{JournalRecord, Origin};
 use crate::records::ledger::{LedgerRecord, Operator};
 use crate::records::pruned::PrunedSummary;
 use crate::store::SharedStore;
-use crate::store::{JournalRecord, Origin, Store};
+use crate::store::Store;
 
 /// Ledger records read under one hold of the lock.
 pub const LEDGER_PAGE: usize = 4096;
@@ -39,7 +40,7 @@ pub struct DaemonView<'a> {
     pub store: &'a SharedStore,
     /// The decide stage's input: a released record is handed to it once journaled. Weak, so the
     /// control socket never keeps the decide stage alive at the end of a run.
-    pub decide: &'a mpsc::WeakSender<crate::app::decide_input::DecideBatch>,
+    pub decide: &'a mpsc::WeakSender<crate::decide::input::DecideBatch>,
     /// The control socket's peer.
     pub peer: Operator,
 }

@@ -10,10 +10,10 @@ use embedded_hal_mock::eh1::i2c::{Mock as I2cMock, Transaction as I2cTx};
 use tokio::sync::Notify;
 
 use super::*;
-use crate::app::decide_stage::DecideStage;
 use crate::app::live_bus::BusAdapter;
 use crate::clock::ManualClock;
 use crate::config::{Config, SourceConfig};
+use crate::decide::stage::DecideStage;
 use crate::driver::adxl345::{Adxl345, I2cAddress};
 use crate::records::ledger::LedgerEntry;
 use crate::records::outbox::OutboxRecord;

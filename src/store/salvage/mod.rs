@@ -53,7 +53,7 @@ use super::state::{
     decode_source_position, outbox_key, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH, JOURNAL_NEXT,
     JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
 };
-use super::{failpoint, PageCheck, Result, Store, StoreError};
+use super::{PageCheck, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
 use crate::records::ledger::Salvage;
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
@@ -128,7 +128,7 @@ pub(super) fn salvage(
     };
     let counters = c.counters(&old);
     let max_journal = c.journal(&old, fresh, counters.journal_start)?;
-    failpoint!("store::recovery::salvage");
+    failpoint!("store::recovery::salvage", crate::store::StoreError);
     let max_outbox = c.outbox(&old, fresh, now_ms)?;
     c.archive(&old, fresh)?;
     let max_ledger = c.ledger(&old, fresh, now_ms)?;

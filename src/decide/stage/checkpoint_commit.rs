@@ -21,9 +21,8 @@
 
 use std::thread::JoinHandle;
 
-use super::AppError;
-use crate::store::SharedStore;
-use crate::store::StoreError;
+use super::StageError;
+use crate::store::{SharedStore, StoreError};
 
 /// The last journal position a checkpoint covers and that record's ingest time.
 pub(super) type Through = (u64, Option<i64>);
@@ -44,12 +43,12 @@ impl CommitInFlight {
         store: &SharedStore,
         through: Through,
         received_s: Vec<f64>,
-    ) -> Result<CommitInFlight, AppError> {
+    ) -> Result<CommitInFlight, StageError> {
         let shared = store.clone();
         let handle = std::thread::Builder::new()
             .name("checkpoint-commit".into())
             .spawn(move || shared.commit_released(shared.read()))
-            .map_err(|source| AppError::Io { path: "checkpoint-commit thread".into(), source })?;
+            .map_err(|source| StageError::Io { path: "checkpoint-commit thread".into(), source })?;
         Ok(CommitInFlight { handle, through, received_s })
     }
 
@@ -60,10 +59,10 @@ impl CommitInFlight {
 
     /// Waits until the commit is done: what it was started with, or its error if it failed
     /// (the store is poisoned then).
-    pub(super) fn finish(self) -> Result<(Through, Vec<f64>), AppError> {
+    pub(super) fn finish(self) -> Result<(Through, Vec<f64>), StageError> {
         match self.handle.join() {
-            Ok(r) => r.map(|()| (self.through, self.received_s)).map_err(AppError::from),
-            Err(_) => Err(AppError::StageGone("checkpoint-commit")),
+            Ok(r) => r.map(|()| (self.through, self.received_s)).map_err(StageError::from),
+            Err(_) => Err(StageError::StageGone("checkpoint-commit")),
         }
     }
 }
