@@ -42,6 +42,7 @@ pub mod demo;
 pub mod driver;
 pub mod event;
 pub mod forward;
+pub mod ingest;
 pub mod memory;
 pub mod records;
 pub mod replay;

@@ -1,12 +1,11 @@
 //! `linegate run`: the durable pipeline, an async shell around the pure cores (docs/architecture.md:
 //! sources → journal → decide → outbox → forward).
 //!
-//! - One ingest task per `kind = "trace"` source ([`ingest`]) journals lines with group commit
-//!   and hands committed batches to the decide stage over a bounded channel; one per live source
-//!   (`modbus-tcp`, `modbus-rtu`, `i2c`, `spi`: [`live`]) journals its sample blocks as trace
-//!   `samples` lines the same way, without ever waiting for the decide stage.
-//! - The decide stage ([`decide_stage`]), a dedicated thread, decides them and checkpoints decider
-//!   state, outbox, ledger, quarantine and alert archive in one batch ([`outputs`]).
+//! - One ingest task per source (`crate::ingest`) journals lines with group commit and hands
+//!   committed batches to the decide stage over a bounded channel (a live source without ever
+//!   waiting for it).
+//! - The decide stage (`crate::decide::stage`), a dedicated thread, decides them and checkpoints
+//!   decider state, outbox, ledger, quarantine and alert archive in one batch.
 //! - A forwarder ([`forward`]) plugs into a slot and is woken when the outbox grows.
 //!
 //! All stages share one [`Store`] ([`SharedStore`]: sled holds a file lock, so one process; the
@@ -28,49 +27,30 @@
 pub mod audit;
 pub mod forward;
 pub mod forward_mqtt;
-mod ingest;
-mod live;
-mod live_bus;
-mod live_modbus;
 pub mod retention;
 pub mod shutdown;
 pub mod telemetry;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Config, SourceConfig};
+use crate::config::Config;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::store::{SharedStore, Store, StoreError, StoreOptions};
 
 pub use forward::{ForwardCtx, ForwardSlot};
-
-/// A named fault-injection point of the pipeline (`failpoints` feature): a `return` action makes
-/// the enclosing function fail with [`AppError::Injected`].
-macro_rules! failpoint {
-    ($name:literal) => {
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!($name, |_| Err($crate::app::AppError::Injected { point: $name }));
-    };
-}
-pub(crate) use failpoint;
 
 /// What can stop the pipeline.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error(transparent)]
     Decide(#[from] crate::decide::stage::StageError),
+    #[error(transparent)]
+    Ingest(#[from] crate::ingest::IngestError),
     #[error("outbox record {seq} does not decode: {why}")]
     Outbox { seq: u64, why: String },
     #[error("the {0} stage stopped unexpectedly")]
@@ -81,8 +61,6 @@ pub enum AppError {
     Task(#[from] tokio::task::JoinError),
     #[error("fault injected at failpoint {point}")]
     Injected { point: &'static str },
-    #[error("source {index} (kind {kind}) was handed to an ingest task for another kind")]
-    UnsupportedSource { index: usize, kind: &'static str },
     #[error("shutdown did not finish within {after:?} of the signal; the next start resumes from the store")]
     ShutdownTimeout { after: std::time::Duration },
 }
@@ -144,12 +122,15 @@ impl AppError {
     pub fn store_damage(&self) -> Option<crate::store::Damage> {
         use crate::decide::stage::StageError;
         use crate::forward::FetchError;
+        use crate::ingest::IngestError;
         use crate::store::Damage;
         let named = |tree: &str, key: String| {
             Some(Damage { tree: tree.into(), key, error: self.to_string() })
         };
         match self {
-            AppError::Store(e) | AppError::Decide(StageError::Store(e)) => Damage::of(e),
+            AppError::Store(e)
+            | AppError::Decide(StageError::Store(e))
+            | AppError::Ingest(IngestError::Store(e)) => Damage::of(e),
             AppError::Decide(StageError::Outbox { seq, .. }) => named("state", format!("o/{seq}")),
             AppError::Forward(crate::forward::ForwardError::Store(f)) => match f {
                 FetchError::Store(e) => Damage::of(e),
@@ -206,35 +187,16 @@ async fn run_pipeline(
         let index = u16::try_from(i).unwrap_or(crate::records::journal::Origin::RELEASED - 1);
         let offset = offsets.get(&index).copied().unwrap_or(0);
         let (store, tx, stop) = (store.clone(), tx.clone(), stop_rx.clone());
-        let live = live::LiveParams {
+        let p = crate::ingest::Params {
             source: index,
-            journaled: offset,
+            resume_at: offset,
             commit_records: config.store.commit_records,
             commit_interval_ms: config.store.commit_interval_ms,
             telemetry: telemetry.clone(),
             raw_threshold: opts.store.raw_threshold,
         };
-        match source {
-            SourceConfig::Trace(trace) => {
-                let p = ingest::IngestParams {
-                    source: index,
-                    trace: trace.clone(),
-                    offset,
-                    commit_records: config.store.commit_records,
-                    commit_interval_ms: config.store.commit_interval_ms,
-                    exit_at_end: opts.exit_at_end,
-                    telemetry: telemetry.clone(),
-                    raw_threshold: opts.store.raw_threshold,
-                };
-                ingests.spawn(ingest::ingest(p, store, tx, stop));
-            }
-            SourceConfig::Modbus(m) => {
-                ingests.spawn(live_modbus::ingest(live, m.clone(), store, tx, stop));
-            }
-            SourceConfig::I2c(_) | SourceConfig::Spi(_) => {
-                ingests.spawn(live_bus::ingest(live, source.clone(), store, tx, stop));
-            }
-        }
+        let task = crate::ingest::run(source.clone(), p, opts.exit_at_end, store, tx, stop);
+        ingests.spawn(async move { task.await.map_err(AppError::from) });
     }
     drop(tx);
     let mut forward = opts.forward.map(|slot| {
@@ -306,7 +268,7 @@ async fn run_pipeline(
     // The decide stage's own error explains an ingest task's `StageGone`: report it first; an
     // ingest task's error of another kind is logged rather than lost.
     if let (Err(_), Err(e)) = (&decided, &ingest_result) {
-        if !matches!(e, AppError::StageGone("decide")) {
+        if !matches!(e, AppError::Ingest(crate::ingest::IngestError::StageGone("decide"))) {
             tracing::error!(error = %e, "an ingest task failed too");
         }
     }
@@ -359,7 +321,7 @@ fn start(
         }
         s.append_ledger(&records)?;
     }
-    failpoint!("app::start::after_restart");
+    failpoint!("app::start::after_restart", crate::app::AppError);
     Ok((journal_next, offsets, stage))
 }
 

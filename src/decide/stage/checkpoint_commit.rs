@@ -48,7 +48,7 @@ impl CommitInFlight {
         let handle = std::thread::Builder::new()
             .name("checkpoint-commit".into())
             .spawn(move || shared.commit_released(shared.read()))
-            .map_err(|source| StageError::Io { path: "checkpoint-commit thread".into(), source })?;
+            .map_err(StageError::Thread)?;
         Ok(CommitInFlight { handle, through, received_s })
     }
 

@@ -34,12 +34,9 @@ use checkpoint_commit::{CommitInFlight, Through};
 pub enum StageError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The checkpoint's commit could not get a thread of its own.
+    #[error("checkpoint-commit thread: {0}")]
+    Thread(#[source] std::io::Error),
     #[error("the checkpoint's payload does not decode: {0}")]
     Checkpoint(String),
     #[error("outbox record {seq} does not decode: {why}")]

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::live::{ingest_live, Adapter, Holes, LiveItem, LiveParams, Now};
-use super::AppError;
+use super::live::{ingest_live, Adapter, Holes, LiveItem, Now};
+use super::{IngestError, Params};
 use crate::clock::SystemClock;
 use crate::config::ModbusSource;
 use crate::source::clock_quality::{Adjtimex, KernelClock};
@@ -133,12 +133,12 @@ impl<K: KernelClock + 'static> Adapter for ModbusAdapter<K> {
 
 /// Runs the poller of source `p.source` and ingests what it yields until `stop`.
 pub(super) async fn ingest(
-    p: LiveParams,
+    p: Params,
     source: ModbusSource,
     store: SharedStore,
     tx: mpsc::Sender<crate::decide::input::DecideBatch>,
     stop: watch::Receiver<bool>,
-) -> Result<(), AppError> {
+) -> Result<(), IngestError> {
     let clock = SystemClock::new();
     let adapter = ModbusAdapter::new(&source, Adjtimex, Now::read(&clock));
     let (poll_tx, poll_rx) = mpsc::channel(64);
