@@ -130,7 +130,7 @@ fn main() {
                 keys_after += r.compacted.keys_after;
             }
         }
-        // Every hour of data, as the daemon does (`app::retention::SLED_SNAPSHOT_EVERY`); not
+        // Every hour of data, as the daemon does (`retention::SLED_SNAPSHOT_EVERY`); not
         // at the end, so the reopen below reads a whole hour of sled's log, as a start at the
         // worst moment would.
         if sec % 3600 == 3599 && sec + 1 < seconds {

@@ -46,6 +46,7 @@ pub mod ingest;
 pub mod memory;
 pub mod records;
 pub mod replay;
+pub mod retention;
 pub mod rule;
 pub mod source;
 pub mod stamp;

@@ -20,14 +20,13 @@
 //! Around the stages: the store opens with `Store::open_or_recover` (what a damaged database
 //! still holds is salvaged into a fresh one, the damaged one moved aside, and the daemon goes on),
 //! [`telemetry`] feeds the metrics served on `[metrics] listen`,
-//! [`retention`] keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
+//! `crate::retention` keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
 //! store is open and the sources started, WATCHDOG=1 while the decide stage makes progress
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
 
 pub mod audit;
 pub mod forward;
 pub mod forward_mqtt;
-pub mod retention;
 pub mod shutdown;
 pub mod telemetry;
 
@@ -257,7 +256,7 @@ async fn run_pipeline(
         (None, None) => Ok(()),
     };
     if decided.is_ok() {
-        retention::run_once(&store, &config, &telemetry).await;
+        crate::retention::run_once(&store, &config, &telemetry).await;
     }
     for s in &services {
         s.abort();
@@ -395,7 +394,7 @@ fn spawn_services(
     let sample = telemetry::sample_loop(store.clone(), t.clone(), config.clone(), stop.clone());
     tasks.push(tokio::spawn(sample));
     let retention =
-        retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());
+        crate::retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());
     tasks.push(tokio::spawn(retention));
     tasks
 }

@@ -7,7 +7,7 @@
 //! (docs/performance.md, "A week-long outage"). [`Store::snapshot_sled`] closes sled and opens it
 //! again while the daemon runs, which writes a snapshot as of now; a start then reads only the
 //! log written since the last one. The daemon does it every
-//! [`crate::app::retention::SLED_SNAPSHOT_EVERY`].
+//! [`crate::retention::SLED_SNAPSHOT_EVERY`].
 //!
 //! It needs every sled handle closed, so:
 //! - it runs under the store's exclusive lock (`&mut self`) after a commit: nothing is lost or
