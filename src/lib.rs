@@ -32,6 +32,7 @@ macro_rules! failpoint {
 }
 
 pub mod app;
+pub mod audit;
 pub mod capture;
 pub mod clock;
 pub mod config;

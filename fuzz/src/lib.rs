@@ -279,7 +279,7 @@ pub fn checkpoint_payloads() -> Vec<Vec<u8>> {
 
 /// One request line of each command, without the newline.
 pub fn control_requests() -> Vec<Vec<u8>> {
-    use linegate::app::audit::quarantine::Action;
+    use linegate::audit::quarantine::Action;
     use linegate::control::protocol::{Command, Request};
     [
         Command::Inspect { json: true },

@@ -19,16 +19,14 @@
 //!
 //! Around the stages: the store opens with `Store::open_or_recover` (what a damaged database
 //! still holds is salvaged into a fresh one, the damaged one moved aside, and the daemon goes on),
-//! [`telemetry`] feeds the metrics served on `[metrics] listen`,
+//! the metrics sampler (`crate::audit::sampler`) feeds the metrics served on `[metrics] listen`,
 //! `crate::retention` keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
 //! store is open and the sources started, WATCHDOG=1 while the decide stage makes progress
 //! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
 
-pub mod audit;
 pub mod forward;
 pub mod forward_mqtt;
 pub mod shutdown;
-pub mod telemetry;
 
 use std::sync::Arc;
 
@@ -391,7 +389,8 @@ fn spawn_services(
             }
         }));
     }
-    let sample = telemetry::sample_loop(store.clone(), t.clone(), config.clone(), stop.clone());
+    let sample =
+        crate::audit::sampler::sample_loop(store.clone(), t.clone(), config.clone(), stop.clone());
     tasks.push(tokio::spawn(sample));
     let retention =
         crate::retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());

@@ -105,8 +105,8 @@ fn ask_or_open(c: &Config, command: Command, out: &mut dyn std::io::Write) -> Re
     Ok(match linegate::control::client::connect(&socket)? {
         Some(stream) => linegate::control::client::ask(stream, &socket, command, out)?,
         None => {
-            let mut store = linegate::app::audit::open(&c.store.path, &socket)?;
-            let mut view = linegate::app::audit::view::View::Own(&mut store);
+            let mut store = linegate::audit::open(&c.store.path, &socket)?;
+            let mut view = linegate::audit::view::View::Own(&mut store);
             linegate::control::run(&mut view, c, None, &command, out)?
         }
     })
@@ -116,7 +116,7 @@ fn ask_or_open(c: &Config, command: Command, out: &mut dyn std::io::Write) -> Re
 /// `config`'s rule, its incidents compared with the gateway's archived ones.
 pub(crate) fn whatif(
     config: &Path,
-    span: linegate::app::audit::export::Span,
+    span: linegate::audit::export::Span,
     out: Option<&Path>,
     json: bool,
 ) -> Result<(), Error> {

@@ -15,9 +15,9 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::protocol::{parse_request, BadRequest, Command, Frame, REQUEST_MAX};
-use crate::app::audit::status::Live;
-use crate::app::audit::view::{DaemonView, View};
-use crate::app::audit::AuditError;
+use crate::audit::status::Live;
+use crate::audit::view::{DaemonView, View};
+use crate::audit::AuditError;
 use crate::config::Config;
 use crate::records::ledger::Operator;
 use crate::store::SharedStore;
@@ -206,9 +206,9 @@ fn run_command(
 pub fn status_page(d: &Daemon) -> Result<String, String> {
     let peer = Operator::this_process();
     let view = View::Daemon(DaemonView { store: &d.store, decide: &d.decide, peer });
-    let st = crate::app::audit::status::gather(&view, &d.config, Some(&live(d)))
+    let st = crate::audit::status::gather(&view, &d.config, Some(&live(d)))
         .map_err(|e| e.to_string())?;
-    Ok(crate::app::audit::status_page::render(&st))
+    Ok(crate::audit::status_page::render(&st))
 }
 
 /// What only the running process knows, for `status`.

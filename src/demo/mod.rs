@@ -50,7 +50,7 @@ pub enum DemoError {
     #[error("the pipeline failed: {0}")]
     Run(#[from] app::AppError),
     #[error(transparent)]
-    Audit(#[from] app::audit::AuditError),
+    Audit(#[from] crate::audit::AuditError),
 }
 
 impl DemoError {
@@ -242,7 +242,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
     // The broker has acknowledged everything; the subscriber may still be receiving the last.
     let ledger = {
         let mut s = store.write();
-        app::audit::view::View::Own(&mut s).ledger()?.records
+        crate::audit::view::View::Own(&mut s).ledger()?.records
     };
     let settle = clock.monotonic_ms() + 5_000;
     let mut delivered = delivery::compare(&ledger, &snapshot(&arrivals));
@@ -350,7 +350,7 @@ fn report(
     use std::io::Write;
     let mut s = store.write();
     let mut ids: Vec<String> = Vec::new();
-    for json in app::audit::archived_alerts(&s)? {
+    for json in crate::audit::archived_alerts(&s)? {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
         if let Some(id) = v["alert_id"].as_str().filter(|id| !ids.iter().any(|i| i == id)) {
             ids.push(id.to_owned());
@@ -360,16 +360,19 @@ fn report(
     let io = DemoError::io("writing the report");
     writeln!(out, "== {} alert(s), explained (linegate explain)", ids.len()).map_err(&io)?;
     drop(out);
-    let mut view = app::audit::view::View::Own(&mut s);
+    let mut view = crate::audit::view::View::Own(&mut s);
     for id in &ids {
-        app::audit::explain::explain(&mut view, id, false, None, &mut std::io::stdout().lock())?;
+        crate::audit::explain::explain(&mut view, id, false, None, &mut std::io::stdout().lock())?;
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "== reconcile (linegate reconcile)").map_err(&io)?;
     drop(out);
-    let reconciled =
-        app::audit::reconcile::reconcile(&mut view, config, false, &mut std::io::stdout().lock())?
-            != app::audit::reconcile::EXIT_GATEWAY_LOST;
+    let reconciled = crate::audit::reconcile::reconcile(
+        &mut view,
+        config,
+        false,
+        &mut std::io::stdout().lock(),
+    )? != crate::audit::reconcile::EXIT_GATEWAY_LOST;
     let mut out = std::io::stdout().lock();
     writeln!(out, "== delivered to the subscriber vs accepted").map_err(&io)?;
     writeln!(

@@ -2,7 +2,7 @@
 //! them: quarantined records under `q/` + u64 (the sequence of the ledger record that quarantined
 //! them) and every alert record revision under `a/` + alert id + `/` + u32 revision (the outbox
 //! copy disappears on acknowledgement; `linegate explain` reads this one). Values are opaque
-//! bytes here; `crate::app::audit` gives them meaning.
+//! bytes here; `crate::audit` gives them meaning.
 
 use std::path::PathBuf;
 

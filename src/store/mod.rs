@@ -118,6 +118,8 @@ pub use journal::PreparedJournal;
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_compact::Compacted;
 pub use outbox_read::OutboxScan;
+#[cfg(test)]
+pub(crate) use prune::tests::pruned_ledger;
 pub use prune::{PruneReport, PRUNED, PRUNE_BATCH};
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use reopen::Reading;

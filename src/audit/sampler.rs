@@ -1,9 +1,11 @@
-//! The metrics sampler ([`sample_loop`]): every [`SAMPLE_INTERVAL`] (less often while a large
-//! outbox makes a look long), what only the store knows — outbox depth by kind (records and
-//! bytes), the backlog's drain rate and ETA, the store's bytes on disk and its fsync count — the
-//! MQTT forwarder's counters (`crate::telemetry::ForwardStats`: connection state, attempts,
-//! sessions, PUBLISHes, PUBACKs, in flight), and the gateway clock's state from the kernel
-//! (`adjtimex`).
+//! The metrics sampler ([`sample_loop`]), the read side's window for Prometheus: every
+//! [`SAMPLE_INTERVAL`] (less often while a large outbox makes a look long), what only the store
+//! knows — outbox depth by kind (records and bytes), the backlog's drain rate and ETA, each
+//! sensor's state, the quarantine, the store's bytes on disk and its fsync count — the MQTT
+//! forwarder's counters (`crate::telemetry::ForwardStats`: connection state, attempts, sessions,
+//! PUBLISHes, PUBACKs, in flight), and the gateway clock's state from the kernel (`adjtimex`).
+//! It is part of the read side because it tells people what `status` tells them (the same sensor
+//! rows), as gauges.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,15 +13,25 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::AppError;
 use crate::clock::{Clock, SystemClock};
 use crate::records::outbox::{Bulk, OutboxRecord};
-use crate::store::SharedStore;
+use crate::store::{SharedStore, StoreError};
 use crate::telemetry::drain::DrainRate;
 use crate::telemetry::{OutboxKind, Telemetry};
 
 /// How often [`sample_loop`] reads the store and the kernel clock.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why a look at the store failed: logged, and the next look tries again.
+#[derive(Debug, thiserror::Error)]
+enum LookError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("outbox record {seq} does not decode: {why}")]
+    Outbox { seq: u64, why: String },
+    #[error("a pipeline task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// The drain rate's sliding window.
 const DRAIN_WINDOW_MS: i64 = 30_000;
@@ -44,7 +56,7 @@ struct StoreSample {
 /// is safe to read beside writers), up to the records that existed while it was held. A backlog of
 /// a day is over a million records: walking it held the pipeline's checkpoints for most of
 /// every second.
-fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
+fn sample_store(store: &SharedStore) -> Result<StoreSample, LookError> {
     let (records, next, disk_bytes, undecided, quarantine, sensors) = {
         let s = store.read();
         let undecided = s.next_journal_pos().saturating_sub(1).saturating_sub(s.checkpoint_pos());
@@ -71,7 +83,7 @@ fn tally_outbox(
     records: impl Iterator<Item = Result<(u64, Vec<u8>), crate::store::StoreError>>,
     next: u64,
     disk_bytes: u64,
-) -> Result<StoreSample, AppError> {
+) -> Result<StoreSample, LookError> {
     let mut s = StoreSample { disk_bytes, ..StoreSample::default() };
     let mut pending = 0u64;
     for r in records {
@@ -85,7 +97,7 @@ fn tally_outbox(
             Some(Bulk::Samples) => OutboxKind::Samples,
             None => OutboxKind::of(
                 &OutboxRecord::decode(&bytes)
-                    .map_err(|e| AppError::Outbox { seq, why: e.to_string() })?,
+                    .map_err(|e| LookError::Outbox { seq, why: e.to_string() })?,
             ),
         };
         let e = s.outbox.entry(kind).or_insert((0, 0));
@@ -110,7 +122,7 @@ const LOOK_DUTY: i64 = 20;
 
 /// Updates the store and clock gauges every [`SAMPLE_INTERVAL`] until `stop`. A failed look is
 /// logged and tried again at the next interval (a broken store stops the decide stage anyway).
-pub(super) async fn sample_loop(
+pub async fn sample_loop(
     store: SharedStore,
     telemetry: Telemetry,
     config: Arc<crate::config::Config>,
@@ -126,7 +138,7 @@ pub(super) async fn sample_loop(
                 let shared = store.clone();
                 let s = tokio::task::spawn_blocking(move || sample_store(&shared)).await;
                 look_at_ms = next_look_ms(started, clock.monotonic_ms() - started);
-                Some(s.map_err(AppError::from).and_then(|r| r))
+                Some(s.map_err(LookError::from).and_then(|r| r))
             }
             false => None, // the last look's gauges stand
         };
@@ -147,8 +159,8 @@ pub(super) async fn sample_loop(
                 m.set_journal_undecided(s.undecided);
                 m.set_quarantine(s.quarantine.0, s.quarantine.1);
                 let wall = SystemClock::new().now_ms();
-                let now = super::audit::status::reference_time(&s.sensors, &config, Some(wall));
-                for r in super::audit::status::sensor_rows(&s.sensors, &config, now) {
+                let now = super::status::reference_time(&s.sensors, &config, Some(wall));
+                for r in super::status::sensor_rows(&s.sensors, &config, now) {
                     m.set_sensor(&r.machine, &r.sensor, r.state.as_str(), r.last_ts_ms);
                 }
             }
@@ -175,7 +187,7 @@ mod tests {
     fn a_sample_counts_the_outbox_by_kind_and_what_left_it() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
-        let store: SharedStore = SharedStore::new(s);
+        let store = SharedStore::new(s);
         let samples = OutboxRecord::Samples {
             machine: "m".into(),
             sensor: "s".into(),
