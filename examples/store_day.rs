@@ -173,7 +173,7 @@ fn main() {
     let (reopened, recovered) = Store::open_or_recover(&dir, StoreOptions::default(), T0).unwrap();
     let reopen_ms = t.elapsed().as_secs_f64() * 1000.0;
     assert!(recovered.is_none(), "the store needed recovery");
-    // What a start reads besides (`app::start`, `DecideStage::restore`).
+    // What a start reads besides (`app::resume`, `DecideStage::restore`).
     let depth = reopened.outbox_records();
     reopened.last_checkpoint().unwrap();
     reopened.source_positions().unwrap();

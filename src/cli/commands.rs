@@ -27,7 +27,7 @@ pub(crate) fn run(
             let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
             let cfg =
                 linegate::forward::ForwarderConfig::from_config(&config, credentials.as_deref())?;
-            Some(linegate::app::forward_mqtt::mqtt(cfg, drain))
+            Some(linegate::app::forward::mqtt(cfg, drain))
         }
         Some(Forward::LocalAck) => Some(linegate::app::forward::local_ack()),
     };

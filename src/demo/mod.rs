@@ -6,7 +6,7 @@
 //! 2. An MQTT broker (rumqttd, [`broker`]) starts in this process on a free loopback port; the
 //!    gateway reaches it through a [`relay`] the demo can cut; an independent [`subscriber`]
 //!    (rumqttc, QoS 1) is connected to the broker directly and counts what arrives.
-//! 3. `linegate run`'s pipeline (`app::run`, with the MQTT forwarder of `app::forward_mqtt`)
+//! 3. `linegate run`'s pipeline (`app::run`, with the MQTT forwarder of `app::forward`)
 //!    replays the trace at `speed` times its pace into a store in the temporary directory.
 //! 4. Before the second round the relay is cut: the forwarder loses the broker, the second
 //!    round's records wait in the outbox; the relay is restored, the backlog drains (events
@@ -175,7 +175,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .map_err(|e| DemoError::Setup(format!("forwarder settings: {e}")))?;
     fwd.backoff_min = Duration::from_millis(200);
     fwd.backoff_max = Duration::from_secs(1);
-    let (slot, store_cell) = observed(app::forward_mqtt::mqtt(fwd, Duration::from_secs(20)));
+    let (slot, store_cell) = observed(app::forward::mqtt(fwd, Duration::from_secs(20)));
     let opts_run = RunOptions { exit_at_end: true, forward: Some(slot), ..Default::default() };
     let pipeline = tokio::spawn(app::run(config.clone(), opts_run, std::future::pending()));
     let run_start = clock.monotonic_ms();
