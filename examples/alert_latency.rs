@@ -47,7 +47,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{RwLock, RwLockWriteGuard};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -58,7 +57,7 @@ use linegate::event::{ClockEvidence, ClockState, Event, Metric, Quality, Unit};
 use linegate::forward::{run, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
 use linegate::rule::{Engine, Params};
-use linegate::store::{Store, StoreOptions};
+use linegate::store::{SharedStore, Store, StoreOptions};
 
 const T0: i64 = 1_800_000_000_000;
 const MARK: &[u8] = b"/alerts/lat";
@@ -152,7 +151,7 @@ async fn bench(
     alerts: usize,
     (inflight, replay_rate, inflight_bytes): (usize, u32, usize),
 ) {
-    let store = Arc::new(RwLock::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap()));
+    let store = SharedStore::new(Store::open(path.as_ref(), StoreOptions::default()).unwrap());
     let backlog = store.read().outbox_depth().unwrap().0;
     let poller = std::env::var("POLL_STATUS_MS")
         .ok()
@@ -201,7 +200,7 @@ async fn bench(
     let mut engine = Engine::new(Params::from_config(&config));
     // A checkpoint `status` can restore (a fresh decider's): the bench's own engine is not one.
     let checkpoint = linegate::records::checkpoint::CheckpointPayload {
-        decider: linegate::decider::Decider::new(&config).snapshot(),
+        decider: linegate::decide::Decider::new(&config).snapshot(),
         offsets: Default::default(),
         rule_version: String::new(),
     }
@@ -232,7 +231,7 @@ async fn bench(
             let mut s = store.write();
             let locked = now();
             let pos = s.append_journal(&[(e.ts_ms, line)]).unwrap().end - 1;
-            let s = RwLockWriteGuard::downgrade(s);
+            let s = s.downgrade();
             let appended = now();
             tokio::task::block_in_place(|| s.commit().unwrap());
             drop(s);
@@ -261,7 +260,7 @@ async fn bench(
             let mut s = store.write();
             lock_apply.push(ms(now().duration_since(asked)));
             s.apply_checkpoint_with_archive(pos, &checkpoint, &[rec.encode()], &[], &[]).unwrap();
-            let s = RwLockWriteGuard::downgrade(s);
+            let s = s.downgrade();
             notified.push(ms(now().duration_since(t0)));
             grew.notify_one();
             tokio::task::block_in_place(|| s.commit().unwrap());
@@ -334,7 +333,7 @@ impl StatusPoller {
     }
 }
 
-fn status_poller(store: &linegate::app::SharedStore, path: &str, every_ms: u64) -> StatusPoller {
+fn status_poller(store: &SharedStore, path: &str, every_ms: u64) -> StatusPoller {
     use linegate::control::protocol::{Command, Request};
     use std::io::BufRead;
     let socket = std::path::Path::new(path).join("control.sock");
@@ -345,7 +344,7 @@ fn status_poller(store: &linegate::app::SharedStore, path: &str, every_ms: u64) 
         store: store.clone(),
         config: Arc::new(config),
         decide: tx.downgrade(),
-        telemetry: linegate::app::telemetry::Telemetry::new(),
+        telemetry: linegate::telemetry::Telemetry::new(),
         started_ms: 0,
     };
     let listener = linegate::control::server::bind(&socket).unwrap();
@@ -390,7 +389,7 @@ fn main() {
         .get(6)
         .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
     // The allocator as `linegate run` sets it before its runtime starts.
-    linegate::app::memory::limit_arenas();
+    linegate::memory::limit_arenas();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -20,16 +20,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use parking_lot::RwLock;
 use std::time::Duration;
 
 use linegate::clock::{Clock, SystemClock};
 use linegate::config::MqttForwardConfig;
 use linegate::event::Unit;
-use linegate::forward::{run, ForwardStats, ForwarderConfig, SessionConfig};
+use linegate::forward::{run, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::OutboxRecord;
 use linegate::records::samples_codec::encode_block;
-use linegate::store::{Store, StoreOptions};
+use linegate::store::{SharedStore, Store, StoreOptions};
+use linegate::telemetry::ForwardStats;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
 const T0: i64 = 1_700_000_000_000;
@@ -154,7 +154,7 @@ async fn drain(args: &[String]) {
         .get(6)
         .map_or(MqttForwardConfig::default().inflight_bytes, |a| a.parse::<usize>().unwrap() << 10);
     let opts = StoreOptions { cache_bytes: cache_mib << 20, ..StoreOptions::default() };
-    let store = Arc::new(RwLock::new(Store::open(path.as_ref(), opts).unwrap()));
+    let store = SharedStore::new(Store::open(path.as_ref(), opts).unwrap());
     let (mut events, mut frames, mut sample_bytes) = (0u64, 0u64, 0u64);
     for r in store.read().outbox_pending() {
         match OutboxRecord::decode(&r.unwrap().1).unwrap() {
@@ -193,7 +193,7 @@ async fn drain(args: &[String]) {
     let trim = tokio::spawn(async {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            linegate::app::memory::release_free_memory();
+            linegate::memory::release_free_memory();
         }
     });
     let clock = Arc::new(SystemClock::new());
@@ -251,7 +251,7 @@ fn main() {
         }
         Some("drain") => {
             // As `linegate run` does before its runtime starts.
-            linegate::app::memory::limit_arenas();
+            linegate::memory::limit_arenas();
             tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

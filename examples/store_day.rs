@@ -130,7 +130,7 @@ fn main() {
                 keys_after += r.compacted.keys_after;
             }
         }
-        // Every hour of data, as the daemon does (`app::retention::SLED_SNAPSHOT_EVERY`); not
+        // Every hour of data, as the daemon does (`retention::SLED_SNAPSHOT_EVERY`); not
         // at the end, so the reopen below reads a whole hour of sled's log, as a start at the
         // worst moment would.
         if sec % 3600 == 3599 && sec + 1 < seconds {
@@ -173,7 +173,7 @@ fn main() {
     let (reopened, recovered) = Store::open_or_recover(&dir, StoreOptions::default(), T0).unwrap();
     let reopen_ms = t.elapsed().as_secs_f64() * 1000.0;
     assert!(recovered.is_none(), "the store needed recovery");
-    // What a start reads besides (`app::start`, `DecideStage::restore`).
+    // What a start reads besides (`app::resume`, `DecideStage::restore`).
     let depth = reopened.outbox_records();
     reopened.last_checkpoint().unwrap();
     reopened.source_positions().unwrap();

@@ -7,7 +7,7 @@
 //! `event` and `records` hold the vocabularies every stage shares (docs/contracts.md); `config`
 //! the configuration; `clock` the one time source; `telemetry` metrics, logs and systemd.
 #![deny(unsafe_code)]
-// exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `app::memory` (mallopt, malloc_trim)
+// exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `memory` (mallopt, malloc_trim)
 #![deny(rust_2018_idioms, unused_must_use)]
 #![warn(
     missing_debug_implementations,
@@ -19,20 +19,36 @@
     clippy::unimplemented
 )]
 
+/// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
+/// without it. Configured with a `return` action, the enclosing function returns
+/// `Err($error::Injected { point })`, `$error` (a path from the crate root) being that
+/// function's error type; `panic` and `sleep` work as the `fail` crate defines them. Tests name
+/// the points (`store::…`, `app::…`).
+macro_rules! failpoint {
+    ($name:literal, $($error:ident)::+) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| Err($($error)::+::Injected { point: $name }));
+    };
+}
+
 pub mod app;
+pub mod audit;
 pub mod capture;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod decider;
+pub mod decide;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod driver;
 pub mod event;
 pub mod features;
 pub mod forward;
+pub mod ingest;
+pub mod memory;
 pub mod records;
 pub mod replay;
+pub mod retention;
 pub mod rule;
 pub mod source;
 pub mod stamp;

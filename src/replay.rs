@@ -11,8 +11,9 @@ use std::io::{BufRead, Write};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::decider::{Counts, Decider, LineError};
-use crate::records::quarantine::{Reason, Rejection};
+use crate::decide::{Decider, LineError};
+use crate::event::rejection::{Reason, Rejection};
+use crate::records::counts::Counts;
 use crate::trace::parse::parse_line_reusing;
 use crate::trace::{Arrival, TraceLine};
 

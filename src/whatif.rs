@@ -1,5 +1,5 @@
 //! `linegate whatif`: what another rule would have decided about the gateway's history. The
-//! history is exported (`app::audit::export`), replayed under the other configuration, and its
+//! history is exported (`audit::export`), replayed under the other configuration, and its
 //! incidents compared with those the gateway archived. This module is the pure part: incidents
 //! from alert records, and their difference.
 

@@ -1,4 +1,4 @@
-//! The allocator's settings (`linegate::app::memory`), in a process of their own: glibc's counts
+//! The allocator's settings (`linegate::memory`), in a process of their own: glibc's counts
 //! of mapped blocks are global, so no other test may allocate meanwhile.
 
 /// After `limit_arenas`, a block of [`MMAP_THRESHOLD`] or more is mapped on its own even once a
@@ -7,7 +7,7 @@
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn blocks_from_the_threshold_up_are_mapped_on_their_own_after_larger_ones_were_freed() {
-    use linegate::app::memory::{limit_arenas, MMAP_THRESHOLD};
+    use linegate::memory::{limit_arenas, MMAP_THRESHOLD};
     limit_arenas();
     // SAFETY: mallinfo only reads the allocator's statistics.
     #[allow(unsafe_code)]

@@ -71,7 +71,7 @@ fn a_snapshot_whose_deadline_names_a_machine_that_does_not_exist_is_refused_at_r
 /// Why `Decider::restore` refuses `snapshot` under the fuzz targets' configuration.
 fn restore_error(snapshot: &[u8]) -> String {
     let config = linegate::config::Config::for_replay_defaults("gw-fuzz");
-    match linegate::decider::Decider::restore(&config, snapshot) {
+    match linegate::decide::Decider::restore(&config, snapshot) {
         Ok(_) => panic!("the snapshot restored"),
         Err(e) => e.to_string(),
     }
@@ -125,7 +125,7 @@ fn snapshot_after(trace: &str, lines: usize) -> Vec<u8> {
     let config = linegate::config::Config::for_replay_defaults("gw-fuzz");
     let path = format!("{}/fixtures/traces/{trace}.jsonl", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(path).unwrap();
-    let mut d = linegate::decider::Decider::new(&config);
+    let mut d = linegate::decide::Decider::new(&config);
     let mut alerts = Vec::new();
     for line in text.lines().take(lines) {
         let _ = d.line(&linegate::trace::parse::parse_line(line.as_bytes()), &mut alerts);

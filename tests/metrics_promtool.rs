@@ -10,8 +10,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use linegate::decider::Counts;
 use linegate::event::ClockState;
+use linegate::records::counts::Counts;
 use linegate::rule::StateSize;
 use linegate::telemetry::{http, BrokerState, Metrics, OutboxKind};
 use support::daemon::Daemon;

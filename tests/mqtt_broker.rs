@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use linegate::clock::SystemClock;
-use linegate::forward::{run, ForwardStats, ForwarderConfig, SessionConfig};
+use linegate::forward::{run, ForwarderConfig, SessionConfig};
 use linegate::records::outbox::{GapNotice, GapRange, OutboxRecord};
 use linegate::records::samples_codec::SamplesFrame;
+use linegate::telemetry::ForwardStats;
 use support::mqtt::*;
 use support::{free_port, wait_until};
 use tokio::sync::{watch, Notify};

@@ -7,7 +7,8 @@ mod support;
 use std::path::Path;
 
 use linegate::config::Config;
-use linegate::decider::{Counts, Decider};
+use linegate::decide::Decider;
+use linegate::records::counts::Counts;
 use linegate::trace::parse::parse_line;
 use proptest::prelude::*;
 use support::fixture;

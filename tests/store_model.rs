@@ -145,7 +145,12 @@ fn observe(s: &Store) -> Observed {
 /// Lines of 6 bytes and more go to segment files of at most 40 bytes: appends of up to 11 bytes
 /// exercise inline records, segment references and rolls alike.
 fn opts() -> StoreOptions {
-    StoreOptions { cache_bytes: 1 << 20, raw_threshold: 6, segment_bytes: 40 }
+    StoreOptions {
+        cache_bytes: 1 << 20,
+        raw_threshold: 6,
+        segment_bytes: 40,
+        ..StoreOptions::default()
+    }
 }
 
 fn refused<T: std::fmt::Debug>(r: Result<T, StoreError>) {

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use linegate::decider::Decider;
+use linegate::decide::Decider;
 use linegate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
 
 fuzz_target!(init: linegate_fuzz::write_seeds(linegate_fuzz::checkpoint_payloads), |data: &[u8]| {

@@ -13,7 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use linegate::decider::Decider;
+use linegate::decide::Decider;
 use linegate::trace::parse::parse_line;
 
 const LINES: [&str; 3] = [

@@ -14,7 +14,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use linegate::event::parse::{exact_event, parse_event, MAX_EVENT_BYTES};
-use linegate::records::quarantine::Reason;
+use linegate::event::rejection::Reason;
 
 #[derive(Arbitrary, Debug)]
 enum Key {

@@ -11,7 +11,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use linegate::event::Unit;
-use linegate::source::modbus::map::{
+use linegate::config::modbus_map::{
     BlockMap, Channel, Function, RegisterDecodeError, ValueType, WordOrder,
 };
 

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use linegate::config::Config;
-use linegate::decider::Decider;
+use linegate::decide::Decider;
 use linegate::trace::parse::parse_line;
 
 /// The repository root (the parent of this crate).
@@ -297,7 +297,7 @@ pub fn checkpoint_payloads() -> Vec<Vec<u8>> {
 
 /// One request line of each command, without the newline.
 pub fn control_requests() -> Vec<Vec<u8>> {
-    use linegate::app::audit::quarantine::Action;
+    use linegate::audit::quarantine::Action;
     use linegate::control::protocol::{Command, Request};
     [
         Command::Inspect { json: true },

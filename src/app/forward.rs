@@ -1,20 +1,30 @@
-//! The slot the forwarder plugs into (the MQTT forwarder of `src/forward/`, or the in-process
-//! [`local_ack`] consumer for tests and `--forward local-ack`).
+//! The slot the forwarder plugs into: [`mqtt`], the MQTT forwarder of `crate::forward` on the
+//! shared store, or [`local_ack`], an in-process consumer for tests and `--forward local-ack`.
 //!
 //! A forwarder gets the shared store, a [`Notify`] woken after every checkpoint that added
 //! outbox records, and a stop signal. It reads `Store::outbox_pending`, publishes, and removes
-//! records with `Store::outbox_ack_many` only after the broker's acknowledgement, ledgering
-//! `Published` and `Acknowledged`. Without a forwarder records stay queued in the store.
+//! records only after the broker's acknowledgement, ledgering `Published` for every record whose
+//! PUBLISH was written and `Acknowledged` (with the removal, one commit) after its PUBACK, so
+//! `linegate reconcile` holds whatever the broker does. Without a forwarder records stay queued
+//! in the store.
+//!
+//! Stopping: when the pipeline stops (`--exit-at-end` after the last source ended and everything
+//! is checkpointed, or SIGTERM/SIGINT), the MQTT forwarder keeps publishing until the outbox is
+//! empty or `drain` has passed, whichever comes first, then disconnects. What is still queued
+//! then stays in the store and goes first (as backlog) after the next start.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::{lock, AppError, SharedStore};
+use super::AppError;
 use crate::clock::{Clock, SystemClock};
+use crate::forward::{ForwardError, ForwarderConfig};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::store::SharedStore;
 
 /// What a forwarder is given.
 #[derive(Debug, Clone)]
@@ -25,7 +35,7 @@ pub struct ForwardCtx {
     /// Becomes true when the pipeline stops: drain what can be drained quickly, then return.
     pub stop: watch::Receiver<bool>,
     /// Counters the forwarder keeps for the metrics (connection state, PUBLISHes, PUBACKs).
-    pub stats: Arc<crate::forward::ForwardStats>,
+    pub stats: Arc<crate::telemetry::ForwardStats>,
 }
 
 /// The forwarder's task.
@@ -63,7 +73,7 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || {
         let clock = SystemClock::new();
-        let mut s = lock(&store);
+        let mut s = store.write();
         let seqs: Vec<u64> = s
             .outbox_pending()
             .take(ACK_BATCH)
@@ -83,8 +93,96 @@ async fn drain_once(store: &SharedStore) -> Result<bool, AppError> {
         // Committed without the lock, as the ingest commits its appends: a commit already
         // running (a checkpoint's, a group commit's) covers these removals when it began after
         // them, and the other stages read and write meanwhile.
-        crate::app::commit_released_if_needed(&store, s)?;
+        store.commit_released_if_needed(s)?;
         Ok(true)
     })
     .await?
+}
+
+/// How long a stopping pipeline waits for the outbox to drain by default (well inside systemd's
+/// `TimeoutStopSec=30s`).
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
+/// How often a stopping pipeline looks whether the outbox is empty.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// The MQTT forwarder: publishes the outbox to the broker of `cfg`; at stop, drains for at most
+/// `drain`.
+pub fn mqtt(cfg: ForwarderConfig, drain: Duration) -> ForwardSlot {
+    Box::new(move |ctx| Box::pin(run_mqtt(cfg, drain, ctx)))
+}
+
+async fn run_mqtt(cfg: ForwarderConfig, drain: Duration, ctx: ForwardCtx) -> Result<(), AppError> {
+    let ForwardCtx { store, outbox_grew, mut stop, stats } = ctx;
+    let (stop_forwarder, forwarder_stop) = watch::channel(false);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let mut task = tokio::spawn(crate::forward::run(
+        cfg,
+        store.clone(),
+        outbox_grew,
+        clock,
+        forwarder_stop,
+        Some(stats),
+    ));
+    // Until the pipeline stops; the forwarder returns by itself only when the store failed.
+    tokio::select! {
+        r = &mut task => return finished(r),
+        _ = stopped(&mut stop) => {}
+    }
+    let drained = tokio::select! {
+        r = &mut task => return finished(r),
+        r = tokio::time::timeout(drain, until_empty(&store)) => r,
+    };
+    match drained {
+        Ok(Ok(())) => tracing::info!("outbox drained"),
+        Ok(Err(e)) => {
+            let _ = stop_forwarder.send(true);
+            let _ = task.await;
+            return Err(e);
+        }
+        Err(_) => {
+            let queued = depth(&store).await.unwrap_or(0);
+            tracing::warn!(
+                queued,
+                drain_ms = drain.as_millis() as u64,
+                "outbox not drained in time: the records stay queued for the next start"
+            );
+        }
+    }
+    let _ = stop_forwarder.send(true);
+    finished(task.await)
+}
+
+fn finished(r: Result<Result<(), ForwardError>, tokio::task::JoinError>) -> Result<(), AppError> {
+    Ok(r??)
+}
+
+/// Completes once `stop` is true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Completes once the outbox is empty.
+async fn until_empty(store: &SharedStore) -> Result<(), AppError> {
+    loop {
+        let s = store.clone();
+        let empty =
+            tokio::task::spawn_blocking(move || Ok::<_, AppError>(s.read().outbox_after(0, 1)?))
+                .await??
+                .is_empty();
+        if empty {
+            return Ok(());
+        }
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+}
+
+/// Outbox records awaiting acknowledgement.
+async fn depth(store: &SharedStore) -> Result<u64, AppError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || Ok(store.read().outbox_records())).await?
 }

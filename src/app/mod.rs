@@ -1,92 +1,54 @@
-//! `linegate run`: the durable pipeline, an async shell around the pure cores (docs/architecture.md:
-//! sources → journal → decide → outbox → forward).
+//! The app room: `linegate run`'s wiring and nothing else — which stage runs where, what they
+//! share, how the daemon starts, watches itself and stops (docs/architecture.md: sources →
+//! journal → decide → outbox → forward). The stages are their rooms' own:
 //!
-//! - One ingest task per `kind = "trace"` source ([`ingest`]) journals lines with group commit
-//!   and hands committed batches to the decide stage over a bounded channel; one per live source
-//!   (`modbus-tcp`, `modbus-rtu`, `i2c`, `spi`: [`live`]) journals its sample blocks as trace
-//!   `samples` lines the same way, without ever waiting for the decide stage.
-//! - The decide stage ([`decide_stage`]), a dedicated thread, decides them and checkpoints decider
-//!   state, outbox, ledger, quarantine and alert archive in one batch ([`outputs`]).
-//! - A forwarder ([`forward`]) plugs into a slot and is woken when the outbox grows.
+//! - one ingest task per source (`crate::ingest`) journals lines with group commit and hands
+//!   committed batches to the decide stage over a bounded channel (a live source without ever
+//!   waiting for it);
+//! - the decide stage (`crate::decide::stage`), a dedicated thread, decides them and checkpoints
+//!   decider state, outbox, ledger, quarantine and alert archive in one batch;
+//! - a forwarder plugs into a slot ([`forward`]: the MQTT forwarder of `crate::forward`, or an
+//!   in-process consumer) and is woken when the outbox grows;
+//! - beside them: the metrics endpoint and sampler (`crate::telemetry`, `crate::audit::sampler`),
+//!   the retention budget (`crate::retention`), the control socket (`crate::control`, answering
+//!   with `crate::audit`) and systemd's watchdog.
 //!
-//! All stages share one [`Store`] behind a read-write lock ([`SharedStore`]: sled holds a file
-//! lock, so one process); writes take it exclusively, a checkpoint's commit shared so that the
-//! forwarder reads meanwhile. Sled work runs on blocking threads, never on the reactor. A start on an existing store ledgers a
-//! `Restart` and resumes: the decide stage from its checkpoint (journal records after it are
-//! decided again, exactly as before), each source right after its last journaled record or its position kept beside the
-//! checkpoint (`n/source/`), whichever is further.
-//! Stopping (SIGTERM, SIGINT, or the end of every source with `exit_at_end`) commits what was
-//! read, decides and checkpoints it, lets the forwarder drain, and returns ([`shutdown`]: within
-//! a bounded time after a signal).
+//! All of them share one store (`crate::store::SharedStore`: sled holds a file lock, so one
+//! process; the rules of its lock are the store's). Sled work runs on blocking threads, never on
+//! the reactor.
 //!
-//! Around the stages: the store opens with `Store::open_or_recover` (what a damaged database
-//! still holds is salvaged into a fresh one, the damaged one moved aside, and the daemon goes on),
-//! [`telemetry`] feeds the metrics served on `[metrics] listen`,
-//! [`retention`] keeps the store within `[store] max_bytes`, and systemd hears READY=1 once the
-//! store is open and the sources started, WATCHDOG=1 while the decide stage makes progress
-//! (`crate::telemetry::watchdog`), STOPPING=1 when a signal stops it.
+//! - `resume.rs`: the store opened with `Store::open_or_recover`
+//!   (what a damaged database still holds is salvaged into a fresh one, the damaged one moved
+//!   aside, and the daemon goes on), the decide stage restored from its checkpoint, a `Restart`
+//!   ledgered, each source's resume position.
+//! - `pipeline.rs`: `start` (the topology; READY=1 to systemd once the store is open and the
+//!   sources started), `Pipeline::supervise` (until the stop: a signal, every source's end with
+//!   `exit_at_end`, an ingest task's error or the forwarder's end) and `Pipeline::stop` (the
+//!   decide stage checkpoints what was read, the forwarder drains, the store closes).
+//! - [`shutdown`]: stopping within a bounded time after SIGTERM or SIGINT (STOPPING=1), and
+//!   failing fast on a panic.
+//!
+//! Nothing outside `cli`, `demo` and `main` imports this room (`tests/module_graph.rs`).
 
-pub mod audit;
-mod checkpoint_commit;
-pub mod decide_input;
-mod decide_stage;
 pub mod forward;
-pub mod forward_mqtt;
-mod ingest;
-mod live;
-mod live_bus;
-mod live_modbus;
-pub mod memory;
-pub mod outputs;
-pub mod retention;
+mod pipeline;
+mod resume;
 pub mod shutdown;
-pub mod telemetry;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-use tokio::sync::{mpsc, watch, Notify};
-
-use crate::clock::{Clock, SystemClock};
-use crate::config::{Config, SourceConfig};
-use crate::records::ledger::{LedgerEntry, LedgerRecord};
-use crate::store::{Store, StoreError, StoreOptions};
+use crate::config::Config;
+use crate::store::{StoreError, StoreOptions};
 
 pub use forward::{ForwardCtx, ForwardSlot};
-
-/// The store, shared by every stage. Writes take the lock exclusively ([`lock`]); commits take
-/// it shared ([`read`], after a write guard's `downgrade`), so the forwarder reads new records
-/// (with `read_recursive`, which joins a held read even while a writer waits) during a commit;
-/// its backlog reads are fair and let waiting writers go first (`forward::fetch`).
-pub type SharedStore = Arc<RwLock<Store>>;
-
-/// A named fault-injection point of the pipeline (`failpoints` feature): a `return` action makes
-/// the enclosing function fail with [`AppError::Injected`].
-macro_rules! failpoint {
-    ($name:literal) => {
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!($name, |_| Err($crate::app::AppError::Injected { point: $name }));
-    };
-}
-pub(crate) use failpoint;
 
 /// What can stop the pipeline.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the checkpoint's payload does not decode: {0}")]
-    Checkpoint(String),
-    #[error("outbox record {seq} does not decode: {why}")]
-    Outbox { seq: u64, why: String },
+    #[error(transparent)]
+    Decide(#[from] crate::decide::stage::StageError),
+    #[error(transparent)]
+    Ingest(#[from] crate::ingest::IngestError),
     #[error("the {0} stage stopped unexpectedly")]
     StageGone(&'static str),
     #[error(transparent)]
@@ -95,49 +57,8 @@ pub enum AppError {
     Task(#[from] tokio::task::JoinError),
     #[error("fault injected at failpoint {point}")]
     Injected { point: &'static str },
-    #[error("source {index} (kind {kind}) was handed to an ingest task for another kind")]
-    UnsupportedSource { index: usize, kind: &'static str },
     #[error("shutdown did not finish within {after:?} of the signal; the next start resumes from the store")]
     ShutdownTimeout { after: std::time::Duration },
-}
-
-/// Locks the shared store for writing.
-pub fn lock(store: &SharedStore) -> RwLockWriteGuard<'_, Store> {
-    store.write()
-}
-
-/// Locks the shared store for reading and committing.
-pub fn read(store: &SharedStore) -> RwLockReadGuard<'_, Store> {
-    store.read()
-}
-
-/// Commits the writes made so far without holding the store's lock through the disk's wait:
-/// `held` (the caller's hold, either side) is let go first, so that the other stages write
-/// meanwhile (`store/commit.rs`); the lock's shared side is taken again only when segments left
-/// without references are due for deletion.
-pub(crate) fn commit_released(
-    store: &RwLock<Store>,
-    held: impl std::ops::Deref<Target = Store>,
-) -> Result<(), crate::store::StoreError> {
-    let committer = held.committer();
-    drop(held);
-    let done = committer.commit()?;
-    if done.is_complete() {
-        return Ok(());
-    }
-    store.read().after_commit(done)
-}
-
-/// [`commit_released`] when the store's writes wait for a commit (none that began after them
-/// has covered them: [`Store::needs_commit`]); returns whether it committed.
-pub(crate) fn commit_released_if_needed(
-    store: &RwLock<Store>,
-    held: impl std::ops::Deref<Target = Store>,
-) -> Result<bool, crate::store::StoreError> {
-    if !held.needs_commit() {
-        return Ok(false);
-    }
-    commit_released(store, held).map(|()| true)
 }
 
 /// How `run` runs.
@@ -195,14 +116,18 @@ impl AppError {
     /// error `Corrupt` from any stage, or an outbox or journal record the decide stage or the
     /// forwarder could not decode.
     pub fn store_damage(&self) -> Option<crate::store::Damage> {
+        use crate::decide::stage::StageError;
         use crate::forward::FetchError;
+        use crate::ingest::IngestError;
         use crate::store::Damage;
         let named = |tree: &str, key: String| {
             Some(Damage { tree: tree.into(), key, error: self.to_string() })
         };
         match self {
-            AppError::Store(e) => Damage::of(e),
-            AppError::Outbox { seq, .. } => named("state", format!("o/{seq}")),
+            AppError::Store(e)
+            | AppError::Decide(StageError::Store(e))
+            | AppError::Ingest(IngestError::Store(e)) => Damage::of(e),
+            AppError::Decide(StageError::Outbox { seq, .. }) => named("state", format!("o/{seq}")),
             AppError::Forward(crate::forward::ForwardError::Store(f)) => match f {
                 FetchError::Store(e) => Damage::of(e),
                 FetchError::BadRecord { seq, .. } => named("state", format!("o/{seq}")),
@@ -220,309 +145,9 @@ async fn run_pipeline(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
-    let telemetry = telemetry::Telemetry::new();
-    let started_ms = SystemClock::new().now_ms();
-    let metrics_listener = telemetry::bind_metrics(&config.metrics.listen).await;
-    let (store, recovered) = open_store(&config, opts.store.clone()).await?;
-    telemetry.metrics.set_start(started_ms, recovered);
-    telemetry.metrics.set_limits(config.store.max_bytes, config.time.allowed_lateness_ms);
-    let version = crate::config::rule_version::rule_version(&config);
-    telemetry.metrics.set_rule(&config.rule.name, &version);
-    let store: SharedStore = Arc::new(RwLock::new(store));
-    let outbox_grew = Arc::new(Notify::new());
-    let config = Arc::new(config);
-    let (catchup_end, offsets, stage) = {
-        let (store, grew, config) = (store.clone(), outbox_grew.clone(), config.clone());
-        let t = telemetry.clone();
-        tokio::task::spawn_blocking(move || start(&config, store, grew, t)).await??
-    };
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (tx, rx) = mpsc::channel(4);
-    let control = crate::control::server::Daemon {
-        store: store.clone(),
-        config: config.clone(),
-        decide: tx.downgrade(),
-        telemetry: telemetry.clone(),
-        started_ms,
-    };
-    let page: crate::telemetry::http::Page = {
-        let d = control.clone();
-        Arc::new(move || crate::control::server::status_page(&d))
-    };
-    let mut services =
-        spawn_services(&config, &store, &telemetry, metrics_listener, page, &stop_rx);
-    services.extend(spawn_control(control, &stop_rx));
-    let decide = tokio::task::spawn_blocking(move || stage.run(catchup_end, rx));
-    let mut ingests = tokio::task::JoinSet::new();
-    for (i, source) in config.source.iter().enumerate() {
-        let index = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
-        let offset = offsets.get(&index).copied().unwrap_or(0);
-        let (store, tx, stop) = (store.clone(), tx.clone(), stop_rx.clone());
-        let live = live::LiveParams {
-            source: index,
-            journaled: offset,
-            commit_records: config.store.commit_records,
-            commit_interval_ms: config.store.commit_interval_ms,
-            telemetry: telemetry.clone(),
-            raw_threshold: opts.store.raw_threshold,
-        };
-        match source {
-            SourceConfig::Trace(trace) => {
-                let p = ingest::IngestParams {
-                    source: index,
-                    trace: trace.clone(),
-                    offset,
-                    commit_records: config.store.commit_records,
-                    commit_interval_ms: config.store.commit_interval_ms,
-                    exit_at_end: opts.exit_at_end,
-                    telemetry: telemetry.clone(),
-                    raw_threshold: opts.store.raw_threshold,
-                };
-                ingests.spawn(ingest::ingest(p, store, tx, stop));
-            }
-            SourceConfig::Modbus(m) => {
-                ingests.spawn(live_modbus::ingest(live, m.clone(), store, tx, stop));
-            }
-            SourceConfig::I2c(_) | SourceConfig::Spi(_) => {
-                ingests.spawn(live_bus::ingest(live, source.clone(), store, tx, stop));
-            }
-        }
-    }
-    drop(tx);
-    let mut forward = opts.forward.map(|slot| {
-        let ctx = ForwardCtx {
-            store: store.clone(),
-            outbox_grew,
-            stop: stop_rx.clone(),
-            stats: telemetry.forward.clone(),
-        };
-        tokio::spawn(slot(ctx))
-    });
-    crate::telemetry::watchdog::ready("running: store open, sources started");
-    // Pings only after READY=1: systemd ignores WATCHDOG=1 before it.
-    services.extend(spawn_watchdog(&telemetry, &stop_rx));
-    let mut signalled = false;
-    // A forwarder that ends before the stop (a store error) fails the daemon closed: it stops,
-    // committing what was read, and exits with that error, so the service manager restarts it
-    // with the outbox intact, rather than going on deciding with nothing forwarded.
-    let mut forward_ended: Option<Result<(), AppError>> = None;
-    let ingest_result = {
-        tokio::pin!(shutdown);
-        let mut result = Ok(());
-        loop {
-            tokio::select! {
-                joined = async { forward.as_mut().expect("guarded below").await },
-                    if forward.is_some() && forward_ended.is_none() && !*stop_rx.borrow() =>
-                {
-                    let r = joined.map_err(AppError::from).and_then(|r| r);
-                    let r = r.and(Err(AppError::StageGone("forward")));
-                    if let Err(e) = &r {
-                        tracing::error!(error = %e, "the forwarder stopped: stopping the daemon");
-                    }
-                    let _ = stop_tx.send(true);
-                    forward_ended = Some(r);
-                }
-                _ = &mut shutdown, if !*stop_rx.borrow() => {
-                    signalled = true;
-                    crate::telemetry::watchdog::stopping("stopping: committing what was read");
-                    let _ = stop_tx.send(true);
-                }
-                joined = ingests.join_next() => match joined {
-                    None => break,
-                    Some(r) => if let Err(e) = r.map_err(AppError::from).and_then(|r| r) {
-                        let _ = stop_tx.send(true);
-                        result = Err(e);
-                    }
-                }
-            }
-        }
-        result
-    };
-    let decided = decide.await.map_err(AppError::from).and_then(|r| r);
-    let _ = stop_tx.send(true);
-    let forwarded = match (forward_ended, forward) {
-        (Some(ended), _) => ended,
-        (None, Some(f)) if signalled => shutdown::drain_forwarder(f, shutdown::FORWARD_DRAIN).await,
-        (None, Some(f)) => f.await.map_err(AppError::from).and_then(|r| r),
-        (None, None) => Ok(()),
-    };
-    if decided.is_ok() {
-        retention::run_once(&store, &config, &telemetry).await;
-    }
-    for s in &services {
-        s.abort();
-    }
-    // The aborted tasks' clones of the store go before the close below, within its bound.
-    let _ = tokio::time::timeout(shutdown::STORE_CLOSE, join_all(services)).await;
-    shutdown::close_store(store, shutdown::STORE_CLOSE).await;
-    // The decide stage's own error explains an ingest task's `StageGone`: report it first; an
-    // ingest task's error of another kind is logged rather than lost.
-    if let (Err(_), Err(e)) = (&decided, &ingest_result) {
-        if !matches!(e, AppError::StageGone("decide")) {
-            tracing::error!(error = %e, "an ingest task failed too");
-        }
-    }
-    decided.and(ingest_result).and(forwarded)
-}
-
-/// Waits for every task of `tasks` to end (aborted ones included).
-async fn join_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
-    for t in tasks {
-        let _ = t.await;
-    }
-}
-
-/// On a store that holds anything, ledgers a `Restart`. Returns the journal position this start
-/// begins at, where each source resumes, and the decide stage restored from its checkpoint.
-fn start(
-    config: &Config,
-    store: SharedStore,
-    grew: Arc<Notify>,
-    telemetry: telemetry::Telemetry,
-) -> Result<(u64, std::collections::BTreeMap<u16, u64>, decide_stage::DecideStage), AppError> {
-    let stage = decide_stage::DecideStage::restore(config, store.clone(), grew, telemetry)?;
-    let mut offsets = stage.offsets().clone();
-    let mut s = lock(&store);
-    let journal_next = s.next_journal_pos();
-    // The checkpoint's offsets cover every record up to its position: only later ones can be ahead.
-    let covered = s.checkpoint_pos();
-    for i in 0..config.source.len() {
-        let i = u16::try_from(i).unwrap_or(crate::store::Origin::RELEASED - 1);
-        if let Some(o) = s.journal_last_offset(i, covered)? {
-            let e = offsets.entry(i).or_insert(0);
-            *e = (*e).max(o);
-        }
-    }
-    if journal_next > 1 || s.next_ledger_seq() > 1 {
-        let outbox_pending = s.outbox_records();
-        let entry = LedgerEntry::Restart {
-            checkpoint_pos: s.checkpoint_pos(),
-            journal_next,
-            outbox_pending,
-        };
-        let mut records = vec![LedgerRecord::new(SystemClock::new().now_ms(), entry)];
-        if let Some(from) = &stage.rule_changed {
-            let to = crate::config::rule_version::rule_version(config);
-            let from = from.clone();
-            tracing::warn!(%from, %to, "the rule changed since the checkpoint: the new rule decides from here on");
-            let entry = LedgerEntry::RuleChanged { from, to, journal_pos: s.checkpoint_pos() + 1 };
-            records.push(LedgerRecord::new(SystemClock::new().now_ms(), entry));
-        }
-        s.append_ledger(&records)?;
-    }
-    failpoint!("app::start::after_restart");
-    Ok((journal_next, offsets, stage))
-}
-
-/// Opens the store, recovering from a damaged one (what can be read is salvaged into a fresh
-/// store, the damaged one moved aside, a `Recovery` ledger record): the daemon keeps running
-/// rather than crash-looping. A checkpoint the decide stage cannot restore is such damage too:
-/// the store is recovered without it, and the decide stage re-derives its state.
-async fn open_store(config: &Config, opts: StoreOptions) -> Result<(Store, bool), AppError> {
-    let path = config.store.path.clone();
-    let now_ms = SystemClock::new().now_ms();
-    let (store, recovered) = tokio::task::spawn_blocking(move || {
-        shutdown::panics_caught(|| Store::open_or_recover(&path, opts, now_ms))
-    })
-    .await??;
-    log_recovery(recovered.as_ref());
-    let Err(AppError::Checkpoint(why)) = decide_stage::check_checkpoint(config, &store) else {
-        return Ok((store, recovered.is_some()));
-    };
-    let cause = StoreError::Corrupt {
-        path: config.store.path.clone(),
-        tree: "state",
-        key: "c/".into(),
-        what: format!("the checkpoint does not restore: {why}"),
-    };
-    let (store, recovered) = tokio::task::spawn_blocking(move || {
-        shutdown::panics_caught(|| store.recover(&cause, now_ms))
-    })
-    .await??;
-    log_recovery(Some(&recovered));
-    Ok((store, true))
-}
-
-fn log_recovery(recovered: Option<&crate::store::Recovered>) {
-    if let Some(r) = recovered {
-        tracing::error!(
-            what = %r.what,
-            moved_to = %r.moved_to.display(),
-            lost = %r.lost,
-            "the store was damaged: moved aside, going on with what could be salvaged"
-        );
-    }
-}
-
-/// The tasks beside the stages: the metrics endpoint, the store sampler and the retention
-/// budget. They end when `stop` is set (or are aborted when `run` returns).
-fn spawn_services(
-    config: &Arc<Config>,
-    store: &SharedStore,
-    t: &telemetry::Telemetry,
-    metrics_listener: Option<tokio::net::TcpListener>,
-    page: crate::telemetry::http::Page,
-    stop: &watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut tasks = Vec::new();
-    if let Some(listener) = metrics_listener {
-        let serve = crate::telemetry::http::serve(
-            listener,
-            t.metrics.clone(),
-            Some(page),
-            stopped(stop.clone()),
-        );
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "metrics endpoint stopped");
-            }
-        }));
-    }
-    let sample = telemetry::sample_loop(store.clone(), t.clone(), config.clone(), stop.clone());
-    tasks.push(tokio::spawn(sample));
-    let retention =
-        retention::retention_loop(store.clone(), config.clone(), t.clone(), stop.clone());
-    tasks.push(tokio::spawn(retention));
-    tasks
-}
-
-/// The control socket (`crate::control`), served until `stop` is set. A socket that cannot be
-/// bound is logged, not fatal: the data path matters more than the operator's window on it.
-fn spawn_control(
-    daemon: crate::control::server::Daemon,
-    stop: &watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let path = crate::control::socket_path(&daemon.config);
-    match crate::control::server::bind(&path) {
-        Ok(listener) => {
-            tracing::info!(socket = %path.display(), "control socket listening");
-            let serve =
-                crate::control::server::serve(listener, path, daemon, stopped(stop.clone()));
-            Some(tokio::spawn(serve))
-        }
-        Err(e) => {
-            tracing::error!(socket = %path.display(), error = %e, "control socket not served: cannot bind");
-            None
-        }
-    }
-}
-
-/// systemd's watchdog pings (with `WATCHDOG_USEC` set), until `stop` is set.
-fn spawn_watchdog(
-    t: &telemetry::Telemetry,
-    stop: &watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let heartbeat = t.heartbeat.clone();
-    crate::telemetry::watchdog::spawn_systemd_watchdog(
-        WATCHDOG_STALL_AFTER,
-        heartbeat,
-        stopped(stop.clone()),
-    )
-}
-
-/// Completes once `stop` is set.
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
+    let mut pipeline = pipeline::start(config, opts).await?;
+    let ended = pipeline.supervise(shutdown).await;
+    pipeline.stop(ended).await
 }
 
 /// Work pending and no progress for this long: the watchdog stops pinging (systemd restarts the

@@ -59,7 +59,7 @@ pub const STORE_CLOSE: Duration = Duration::from_secs(3);
 /// `Tree::drop` → `iobuf::flush`). Dropped on the runtime's thread, that would hold SIGTERM's
 /// bounded shutdown up forever; here the runtime abandons the thread (`main` shuts the runtime
 /// down with a short timeout) and the process exits.
-pub(super) async fn close_store(store: super::SharedStore, limit: Duration) {
+pub(super) async fn close_store(store: crate::store::SharedStore, limit: Duration) {
     let closing = tokio::task::spawn_blocking(move || {
         #[cfg(feature = "failpoints")]
         fail::fail_point!("app::close_store");

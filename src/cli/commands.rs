@@ -27,14 +27,14 @@ pub(crate) fn run(
             let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
             let cfg =
                 linegate::forward::ForwarderConfig::from_config(&config, credentials.as_deref())?;
-            Some(linegate::app::forward_mqtt::mqtt(cfg, drain))
+            Some(linegate::app::forward::mqtt(cfg, drain))
         }
         Some(Forward::LocalAck) => Some(linegate::app::forward::local_ack()),
     };
     let default_filter = std::env::var("LINEGATE_LOG").unwrap_or_else(|_| "info".to_owned());
     let sink = linegate::telemetry::logging::init(&default_filter)?;
     tracing::debug!(?sink, "logging");
-    linegate::app::memory::limit_arenas();
+    linegate::memory::limit_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let store = linegate::store::StoreOptions {
         cache_bytes: config.store.cache_bytes,
@@ -105,8 +105,8 @@ fn ask_or_open(c: &Config, command: Command, out: &mut dyn std::io::Write) -> Re
     Ok(match linegate::control::client::connect(&socket)? {
         Some(stream) => linegate::control::client::ask(stream, &socket, command, out)?,
         None => {
-            let mut store = linegate::app::audit::open(&c.store.path, &socket)?;
-            let mut view = linegate::app::audit::view::View::Own(&mut store);
+            let mut store = linegate::audit::open(&c.store.path, &socket)?;
+            let mut view = linegate::audit::view::View::Own(&mut store);
             linegate::control::run(&mut view, c, None, &command, out)?
         }
     })
@@ -116,7 +116,7 @@ fn ask_or_open(c: &Config, command: Command, out: &mut dyn std::io::Write) -> Re
 /// `config`'s rule, its incidents compared with the gateway's archived ones.
 pub(crate) fn whatif(
     config: &Path,
-    span: linegate::app::audit::export::Span,
+    span: linegate::audit::export::Span,
     out: Option<&Path>,
     json: bool,
 ) -> Result<(), Error> {

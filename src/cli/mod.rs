@@ -74,7 +74,7 @@ enum Command {
     /// Quarantined records: list, show, release (re-ingest) or drop them.
     Quarantine {
         #[command(subcommand)]
-        action: linegate::app::audit::quarantine::Action,
+        action: linegate::audit::quarantine::Action,
         #[arg(long, global = true)]
         config: Option<PathBuf>,
     },
@@ -201,12 +201,8 @@ struct SpanArgs {
 }
 
 impl SpanArgs {
-    fn span(self) -> linegate::app::audit::export::Span {
-        linegate::app::audit::export::Span {
-            from_ms: self.from,
-            to_ms: self.to,
-            machine: self.machine,
-        }
+    fn span(self) -> linegate::audit::export::Span {
+        linegate::audit::export::Span { from_ms: self.from, to_ms: self.to, machine: self.machine }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod assets;
 mod checks;
 mod duration;
 mod frequency;
+pub mod modbus_map;
 mod mqtt;
 mod raw;
 mod rule;

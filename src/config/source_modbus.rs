@@ -1,5 +1,5 @@
 //! `[[source]]` with `kind = "modbus-tcp"` or `kind = "modbus-rtu"`: validated types and their
-//! validation. The register map types themselves are the poller's ([`crate::source::modbus::map`]).
+//! validation. The register map types themselves are in [`super::modbus_map`].
 //!
 //! ```toml
 //! [[source]]
@@ -32,11 +32,9 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::modbus_map::{BlockMap, Channel, Function, ValueType, WordOrder, MAX_READ_REGISTERS};
 use super::{not_identifier, Ctx, Result, SourceConfig};
 use crate::event::{is_identifier, Unit};
-use crate::source::modbus::map::{
-    BlockMap, Channel, Function, ValueType, WordOrder, MAX_READ_REGISTERS,
-};
 
 /// A validated Modbus source: one device (unit id) behind one transport, polled at a fixed rate.
 #[derive(Debug, Clone, PartialEq)]

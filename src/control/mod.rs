@@ -12,9 +12,9 @@ use std::path::PathBuf;
 
 use std::io::Write;
 
-use crate::app::audit::status::Live;
-use crate::app::audit::view::View;
-use crate::app::audit::{self, AuditError};
+use crate::audit::status::Live;
+use crate::audit::view::View;
+use crate::audit::{self, AuditError};
 use crate::config::Config;
 use protocol::Command;
 

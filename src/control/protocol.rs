@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::app::audit::quarantine::Action;
+use crate::audit::quarantine::Action;
 
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;
@@ -27,7 +27,7 @@ pub enum Command {
     Reconcile { json: bool },
     Quarantine { action: Action },
     Dump { what: String },
-    Export { span: crate::app::audit::export::Span },
+    Export { span: crate::audit::export::Span },
 }
 
 impl Command {

@@ -15,12 +15,13 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::protocol::{parse_request, BadRequest, Command, Frame, REQUEST_MAX};
-use crate::app::audit::status::Live;
-use crate::app::audit::view::{DaemonView, View};
-use crate::app::audit::AuditError;
-use crate::app::{telemetry::Telemetry, SharedStore};
+use crate::audit::status::Live;
+use crate::audit::view::{DaemonView, View};
+use crate::audit::AuditError;
 use crate::config::Config;
 use crate::records::ledger::Operator;
+use crate::store::SharedStore;
+use crate::telemetry::Telemetry;
 
 /// Clients served at once.
 pub const MAX_CLIENTS: usize = 16;
@@ -36,7 +37,7 @@ const FRAME_BYTES: usize = 32 * 1024;
 pub struct Daemon {
     pub store: SharedStore,
     pub config: Arc<Config>,
-    pub decide: mpsc::WeakSender<crate::app::decide_input::DecideBatch>,
+    pub decide: mpsc::WeakSender<crate::decide::input::DecideBatch>,
     pub telemetry: Telemetry,
     pub started_ms: i64,
 }
@@ -205,9 +206,9 @@ fn run_command(
 pub fn status_page(d: &Daemon) -> Result<String, String> {
     let peer = Operator::this_process();
     let view = View::Daemon(DaemonView { store: &d.store, decide: &d.decide, peer });
-    let st = crate::app::audit::status::gather(&view, &d.config, Some(&live(d)))
+    let st = crate::audit::status::gather(&view, &d.config, Some(&live(d)))
         .map_err(|e| e.to_string())?;
-    Ok(crate::app::audit::status_page::render(&st))
+    Ok(crate::audit::status_page::render(&st))
 }
 
 /// What only the running process knows, for `status`.
@@ -220,7 +221,7 @@ fn live(d: &Daemon) -> Live {
         started_ms: d.started_ms,
         now_ms: crate::clock::Clock::now_ms(&crate::clock::SystemClock::new()),
         broker_connected: mqtt.then(|| f.connected.load(Ordering::Relaxed)),
-        clock: crate::app::telemetry::kernel_clock_state().as_str().to_string(),
+        clock: crate::source::clock_quality::kernel_clock_state().as_str().to_string(),
         drain_rate: d.telemetry.drain_rate(),
     }
 }

@@ -6,7 +6,7 @@
 //! 2. An MQTT broker (rumqttd, [`broker`]) starts in this process on a free loopback port; the
 //!    gateway reaches it through a [`relay`] the demo can cut; an independent [`subscriber`]
 //!    (rumqttc, QoS 1) is connected to the broker directly and counts what arrives.
-//! 3. `linegate run`'s pipeline (`app::run`, with the MQTT forwarder of `app::forward_mqtt`)
+//! 3. `linegate run`'s pipeline (`app::run`, with the MQTT forwarder of `app::forward`)
 //!    replays the trace at `speed` times its pace into a store in the temporary directory.
 //! 4. Before the second round the relay is cut: the forwarder loses the broker, the second
 //!    round's records wait in the outbox; the relay is restored, the backlog drains (events
@@ -28,10 +28,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::app::{self, ForwardSlot, RunOptions, SharedStore};
+use crate::app::{self, ForwardSlot, RunOptions};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::forward::ForwarderConfig;
+use crate::store::SharedStore;
 
 /// Why the demo could not run (as opposed to running and finding a problem).
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +50,7 @@ pub enum DemoError {
     #[error("the pipeline failed: {0}")]
     Run(#[from] app::AppError),
     #[error(transparent)]
-    Audit(#[from] app::audit::AuditError),
+    Audit(#[from] crate::audit::AuditError),
 }
 
 impl DemoError {
@@ -174,7 +175,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .map_err(|e| DemoError::Setup(format!("forwarder settings: {e}")))?;
     fwd.backoff_min = Duration::from_millis(200);
     fwd.backoff_max = Duration::from_secs(1);
-    let (slot, store_cell) = observed(app::forward_mqtt::mqtt(fwd, Duration::from_secs(20)));
+    let (slot, store_cell) = observed(app::forward::mqtt(fwd, Duration::from_secs(20)));
     let opts_run = RunOptions { exit_at_end: true, forward: Some(slot), ..Default::default() };
     let pipeline = tokio::spawn(app::run(config.clone(), opts_run, std::future::pending()));
     let run_start = clock.monotonic_ms();
@@ -240,8 +241,8 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .ok_or_else(|| DemoError::Setup("the forwarder never started".into()))?;
     // The broker has acknowledged everything; the subscriber may still be receiving the last.
     let ledger = {
-        let mut s = app::lock(&store);
-        app::audit::view::View::Own(&mut s).ledger()?.records
+        let mut s = store.write();
+        crate::audit::view::View::Own(&mut s).ledger()?.records
     };
     let settle = clock.monotonic_ms() + 5_000;
     let mut delivered = delivery::compare(&ledger, &snapshot(&arrivals));
@@ -271,7 +272,7 @@ struct Depth {
 }
 
 fn depth(store: &SharedStore) -> Option<Depth> {
-    let s = app::read(store);
+    let s = store.read();
     let (outbox_records, outbox_bytes) = s.outbox_depth().ok()?;
     Some(Depth { journaled: s.next_journal_pos().saturating_sub(1), outbox_records, outbox_bytes })
 }
@@ -347,9 +348,9 @@ fn report(
     arrived: &subscriber::Arrivals,
 ) -> Result<bool, DemoError> {
     use std::io::Write;
-    let mut s = app::lock(store);
+    let mut s = store.write();
     let mut ids: Vec<String> = Vec::new();
-    for json in app::audit::archived_alerts(&s)? {
+    for json in crate::audit::archived_alerts(&s)? {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
         if let Some(id) = v["alert_id"].as_str().filter(|id| !ids.iter().any(|i| i == id)) {
             ids.push(id.to_owned());
@@ -359,16 +360,19 @@ fn report(
     let io = DemoError::io("writing the report");
     writeln!(out, "== {} alert(s), explained (linegate explain)", ids.len()).map_err(&io)?;
     drop(out);
-    let mut view = app::audit::view::View::Own(&mut s);
+    let mut view = crate::audit::view::View::Own(&mut s);
     for id in &ids {
-        app::audit::explain::explain(&mut view, id, false, None, &mut std::io::stdout().lock())?;
+        crate::audit::explain::explain(&mut view, id, false, None, &mut std::io::stdout().lock())?;
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "== reconcile (linegate reconcile)").map_err(&io)?;
     drop(out);
-    let reconciled =
-        app::audit::reconcile::reconcile(&mut view, config, false, &mut std::io::stdout().lock())?
-            != app::audit::reconcile::EXIT_GATEWAY_LOST;
+    let reconciled = crate::audit::reconcile::reconcile(
+        &mut view,
+        config,
+        false,
+        &mut std::io::stdout().lock(),
+    )? != crate::audit::reconcile::EXIT_GATEWAY_LOST;
     let mut out = std::io::stdout().lock();
     writeln!(out, "== delivered to the subscriber vs accepted").map_err(&io)?;
     writeln!(

@@ -1,11 +1,12 @@
 //! The event contract (docs/contracts.md section 2): types, units, and the JSON shape.
 //!
 //! Parsing and validation of untrusted bytes live in `parse`; schema 2 and its upcast in `schema2`;
-//! the feature vocabulary (`features`, section 12) in `features`.
+//! the feature vocabulary (`features`, section 12) in `features`; why a record is rejected (the quarantine reasons of docs/contracts.md section 7) in `rejection`.
 
 pub mod features;
 pub mod fingerprint;
 pub mod parse;
+pub mod rejection;
 pub mod schema2;
 
 use serde::{Deserialize, Serialize};

@@ -9,7 +9,7 @@ use super::payload::{
     BATCH_BASE,
 };
 use super::request::RawSamples;
-use super::session::SessionConfig;
+use super::session_config::SessionConfig;
 use crate::records::outbox::OutboxRecord;
 use crate::records::samples_codec::split;
 

@@ -10,11 +10,10 @@
 //! `clean_session = true`: the broker keeps no session for us, and after every ConnAck the session
 //! core sends everything still in the outbox.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
 use rumqttc::{
     AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, NetworkOptions,
     Outgoing, Packet, QoS, TlsConfiguration, Transport,
@@ -25,9 +24,11 @@ use tokio::task::JoinSet;
 use super::fetch::{self, FetchError};
 use super::payload::{OFFLINE, STATUS};
 use super::request::{Next, Write, Written};
-use super::session::{Session, SessionConfig};
+use super::session::Session;
+use super::session_config::SessionConfig;
 use crate::clock::Clock;
-use crate::store::Store;
+use crate::store::SharedStore;
+use crate::telemetry::ForwardStats;
 
 /// Everything the shell needs, resolved (secrets read, TLS built).
 #[derive(Debug, Clone)]
@@ -67,7 +68,7 @@ enum End {
 /// store fails (the daemon then stops with that error, and its service manager starts it again).
 pub async fn run(
     cfg: ForwarderConfig,
-    store: Arc<RwLock<Store>>,
+    store: SharedStore,
     outbox_grew: Arc<Notify>,
     clock: Arc<dyn Clock>,
     mut shutdown: watch::Receiver<bool>,
@@ -198,13 +199,13 @@ fn describe(e: &ConnectionError) -> String {
 /// task waits for the round (as it waited for the reads when they ran on it), and then handles
 /// the packets that came meanwhile.
 struct StoreWork {
-    store: Arc<RwLock<Store>>,
+    store: SharedStore,
     clock: Arc<dyn Clock>,
     writes: JoinSet<Result<Written, FetchError>>,
 }
 
 impl StoreWork {
-    fn new(store: Arc<RwLock<Store>>, clock: Arc<dyn Clock>) -> Self {
+    fn new(store: SharedStore, clock: Arc<dyn Clock>) -> Self {
         StoreWork { store, clock, writes: JoinSet::new() }
     }
 
@@ -261,38 +262,6 @@ impl StoreWork {
 /// The outcome of a finished store task.
 fn joined<T>(r: Result<Result<T, FetchError>, tokio::task::JoinError>) -> Result<T, ForwardError> {
     Ok(r.map_err(|e| ForwardError::Join(e.to_string()))??)
-}
-
-/// Counters a caller may watch (tests, benchmarks, metrics).
-#[derive(Debug, Default)]
-pub struct ForwardStats {
-    /// Connection attempts (each builds a client).
-    pub attempts: AtomicU64,
-    /// ConnAcks received.
-    pub connects: AtomicU64,
-    /// PUBLISHes handed to the client.
-    pub publishes: AtomicU64,
-    /// The most PUBLISHes ever awaiting a PUBACK at once.
-    pub inflight_peak: AtomicUsize,
-    /// True from a ConnAck until that connection ends.
-    pub connected: AtomicBool,
-    /// Connections that were up and ended other than by shutdown.
-    pub disconnects: AtomicU64,
-    /// PUBACKs received for PUBLISHes in flight.
-    pub acknowledged: AtomicU64,
-    /// PUBLISHes awaiting a PUBACK now.
-    pub in_flight: AtomicUsize,
-}
-
-impl ForwardStats {
-    /// A connection ended; `lost` when it was up and did not end by shutdown.
-    fn session_ended(&self, lost: bool) {
-        self.connected.store(false, Ordering::Relaxed);
-        self.in_flight.store(0, Ordering::Relaxed);
-        if lost {
-            self.disconnects.fetch_add(1, Ordering::Relaxed);
-        }
-    }
 }
 
 /// What one connection attempt works with.

@@ -4,7 +4,8 @@
 
 use super::outbox_model::OutboxModel;
 use super::request::{Next, Publish, Read};
-use super::session::{Session, SessionConfig};
+use super::session::Session;
+use super::session_config::SessionConfig;
 use crate::records::outbox::OutboxRecord;
 
 pub(super) fn cfg() -> SessionConfig {

@@ -1,23 +1,20 @@
 //! The store side of the forwarder, part of its shell: carries out the session's [`Read`]s and
-//! [`Write`]s against the daemon's store (`RwLock<Store>`), on a blocking thread of the shell's
+//! [`Write`]s against the daemon's [`SharedStore`], on a blocking thread of the shell's
 //! (`client.rs`), never on a tokio worker.
 //!
-//! Reads of what is urgent (live records, where a new alert arrives, the backlog's alerts, and
-//! the outbox's next sequence) take the store's lock with `read_recursive`: they join the shared
-//! hold of a commit in progress even while a writer waits, so a record the decide stage has just
-//! applied is read and published while its commit runs. Reads of the backlog's events and raw
-//! samples take it with a fair `read`, which waits behind a waiting writer: a drain's stream of
-//! reads does not keep the pipeline's appends and checkpoints (nor our own acknowledgements)
-//! waiting for the lock. Acknowledgements take the lock exclusively and so wait for that commit:
-//! nothing is removed from the outbox before it is durable.
-
-use parking_lot::{RwLock, RwLockWriteGuard};
+//! Which way into the store each takes (the rules are the store's, `crate::store::SharedStore`):
+//! reads of what is urgent (live records, where a new alert arrives, the backlog's alerts, and
+//! the outbox's next sequence) are urgent reads, so a record the decide stage has just applied
+//! is read and published while its commit runs; reads of the backlog's events and raw samples
+//! are fair reads, so a drain's stream of reads does not keep the pipeline's appends and
+//! checkpoints (nor our own acknowledgements) waiting. Acknowledgements are the store's chunked
+//! acknowledgements, which take the lock exclusively and so wait for that commit: nothing is
+//! removed from the outbox before it is durable. Syncs are commits that release the lock first.
 
 use super::request::{Fetched, RawSamples, Read, Stream, Write, Written};
-use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{FrameRef, OutboxRecord};
 use crate::records::samples_codec::check;
-use crate::store::{Store, StoreError};
+use crate::store::{SharedStore, StoreError};
 use crate::trace::parse::parse_line;
 use crate::trace::{Arrival, SamplesRecord};
 
@@ -33,13 +30,13 @@ pub enum FetchError {
 }
 
 /// Carries out a read.
-pub(super) fn read(store: &RwLock<Store>, read: &Read) -> Result<Fetched, FetchError> {
+pub(super) fn read(store: &SharedStore, read: &Read) -> Result<Fetched, FetchError> {
     #[cfg(feature = "failpoints")]
     fail::fail_point!("forward::fetch::read", |_| Err(FetchError::Store(StoreError::Injected {
         point: "forward::fetch::read"
     })));
     match *read {
-        Read::NextSeq => Ok(Fetched::NextSeq(store.read_recursive().next_outbox_seq())),
+        Read::NextSeq => Ok(Fetched::NextSeq(store.read_urgent().next_outbox_seq())),
         Read::Records { stream, after, limit } => records(store, stream, after, limit),
         Read::Samples { journal_pos, frame } => {
             samples(store, journal_pos, frame).map(Fetched::Samples)
@@ -48,14 +45,11 @@ pub(super) fn read(store: &RwLock<Store>, read: &Read) -> Result<Fetched, FetchE
 }
 
 /// Carries out a write; `at_ms` (wall clock) stamps its ledger records.
-pub(super) fn write(
-    store: &RwLock<Store>,
-    write: &Write,
-    at_ms: i64,
-) -> Result<Written, FetchError> {
+pub(super) fn write(store: &SharedStore, write: &Write, at_ms: i64) -> Result<Written, FetchError> {
     match write {
         Write::Apply { published, acked } => {
-            apply(store, published, acked, at_ms).map(|()| Written::Applied)
+            store.acknowledge(published, acked, at_ms)?;
+            Ok(Written::Applied)
         }
         Write::Sync => sync(store).map(|_| Written::Synced),
     }
@@ -63,25 +57,25 @@ pub(super) fn write(
 
 /// Makes applied acknowledgements durable unless a commit since has; returns whether it
 /// committed. Without the lock: reads and writes go on during the fsync.
-fn sync(store: &RwLock<Store>) -> Result<bool, FetchError> {
+fn sync(store: &SharedStore) -> Result<bool, FetchError> {
     // A test that must keep a checkpoint's batch from becoming durable through this commit
     // turns it off; acknowledgements then wait for the next checkpoint's commit.
     #[cfg(feature = "failpoints")]
     fail::fail_point!("forward::fetch::sync", |_| Ok(false));
-    Ok(crate::app::commit_released_if_needed(store, store.read())?)
+    Ok(store.commit_released_if_needed(store.read())?)
 }
 
 /// The records of `stream` among the next `limit` with sequence `> after`. Events and raw
 /// samples of other streams are told by their bytes and not decoded (a backlog of an hour is
 /// scanned once per stream and connection).
 fn records(
-    store: &RwLock<Store>,
+    store: &SharedStore,
     stream: Stream,
     after: u64,
     limit: usize,
 ) -> Result<Fetched, FetchError> {
     let guard = match stream {
-        Stream::Alerts | Stream::Live => store.read_recursive(),
+        Stream::Alerts | Stream::Live => store.read_urgent(),
         Stream::Events | Stream::Samples => store.read(),
     };
     let (raw, last) = guard.outbox_scan(after, limit, |b| stream.may_hold(b))?;
@@ -101,7 +95,7 @@ fn records(
 /// back whole and valid (bytes copied, nothing parsed), else the journal line's (`None` when it
 /// is gone: truncated).
 fn samples(
-    store: &RwLock<Store>,
+    store: &SharedStore,
     journal_pos: u64,
     frame: Option<FrameRef>,
 ) -> Result<Option<RawSamples>, FetchError> {
@@ -135,55 +129,15 @@ fn samples_of(journal_pos: u64, line: &[u8]) -> Result<SamplesRecord, FetchError
     }
 }
 
-/// Removals applied under one hold of the store's lock (about 3 ms of sled work).
-const ACK_CHUNK: usize = 512;
-
-/// Ledgers `Published` for `published`, then removes `acked` with an `Acknowledged` ledger
-/// record. Not durable yet (see [`Write::Apply`]).
-fn apply(
-    store: &RwLock<Store>,
-    published: &[u64],
-    acked: &[u64],
-    at_ms: i64,
-) -> Result<(), FetchError> {
-    // sled takes ~6 µs per removal: 4096 of them held the store's lock for ~25 ms, and an
-    // alert's checkpoint waited that long. Each chunk is one batch with its own ledger record
-    // (so the ledger still describes every batch exactly); the next commit makes all durable. A
-    // crash before leaves an applied prefix or nothing: sent again, at least once.
-    // Each chunk's lock is released fairly: a writer of the pipeline waiting for it (the next
-    // append, a checkpoint with an alert) gets it before this loop takes it again for the next
-    // chunk (parking_lot's plain unlock lets the releasing thread barge back in).
-    let mut published = published;
-    for chunk in acked.chunks(ACK_CHUNK) {
-        let ledger = ack_ledger(published, chunk, at_ms);
-        let mut s = store.write();
-        let r = s.outbox_ack_uncommitted(chunk, &ledger);
-        RwLockWriteGuard::unlock_fair(s);
-        r?;
-        published = &[];
-    }
-    if !published.is_empty() {
-        store.write().outbox_ack_uncommitted(&[], &ack_ledger(published, &[], at_ms))?;
-    }
-    Ok(())
-}
-
-/// `Published` then `Acknowledged`, each only when it names a record.
-fn ack_ledger(published: &[u64], acked: &[u64], at_ms: i64) -> Vec<LedgerRecord> {
-    let p =
-        (!published.is_empty()).then(|| LedgerEntry::Published { outbox_seqs: published.to_vec() });
-    let a = (!acked.is_empty()).then(|| LedgerEntry::Acknowledged { outbox_seqs: acked.to_vec() });
-    p.into_iter().chain(a).map(|e| LedgerRecord::new(at_ms, e)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::Unit;
     use crate::forward::outbox_model::OutboxModel;
-    use crate::store::StoreOptions;
+    use crate::records::ledger::LedgerEntry;
+    use crate::store::{Store, StoreOptions, ACK_CHUNK};
 
-    fn apply_acks(store: &RwLock<Store>, published: &[u64], acked: &[u64], at_ms: i64) {
+    fn apply_acks(store: &SharedStore, published: &[u64], acked: &[u64], at_ms: i64) {
         let w = Write::Apply { published: published.to_vec(), acked: acked.to_vec() };
         assert_eq!(write(store, &w, at_ms).unwrap(), Written::Applied);
     }
@@ -197,7 +151,7 @@ mod tests {
         let recs: Vec<Vec<u8>> = (0..n + 1).map(|i| i.to_be_bytes().to_vec()).collect();
         s.checkpoint(1, b"d", &recs).unwrap();
         let ledger_from = s.next_ledger_seq();
-        let src = RwLock::new(s);
+        let src = SharedStore::new(s);
         let acked: Vec<u64> = (1..=n).collect();
         apply_acks(&src, &[1, 2, 3], &acked, 42);
         assert!(src.read().needs_commit(), "applied, not yet durable");
@@ -271,7 +225,7 @@ mod tests {
         };
         let recs = [&event, &alert, &gap, &samples, &alert].map(OutboxRecord::encode);
         s.checkpoint(1, b"d", &recs).unwrap();
-        let src = RwLock::new(s);
+        let src = SharedStore::new(s);
         let mut model = OutboxModel::new();
         for r in [&event, &alert, &gap, &samples, &alert] {
             model.push(r.clone());
@@ -322,7 +276,7 @@ mod tests {
         let block = encode_block(1_700_000_000_000, 400.0, Unit::G, "z", &parsed.data);
         let frame = s.append_frame(&block).unwrap().unwrap();
         s.commit().unwrap();
-        let src = RwLock::new(s);
+        let src = SharedStore::new(s);
         let get = |frame| match read(&src, &Read::Samples { journal_pos: pos, frame }).unwrap() {
             Fetched::Samples(got) => got,
             other => panic!("{other:?}"),
@@ -343,12 +297,12 @@ mod tests {
     /// backlog read waits until the writer has had the lock.
     #[test]
     fn backlog_reads_let_a_waiting_writer_go_first_and_reads_of_new_records_do_not_wait() {
-        use std::sync::{mpsc, Arc};
+        use std::sync::mpsc;
         use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
         let (mut s, alert) = store_and_alert(dir.path());
         s.checkpoint(1, b"d", &[alert.encode()]).unwrap();
-        let src = Arc::new(RwLock::new(s));
+        let src = SharedStore::new(s);
         let commit = src.read();
         let (done, finished) = mpsc::channel();
         let writer = {
@@ -358,7 +312,7 @@ mod tests {
                 done.send("write").unwrap();
             })
         };
-        while !src.is_locked_exclusive() {
+        while !src.writer_in() {
             std::thread::yield_now(); // the writer now waits for the commit's shared hold
         }
         let reader = |what: &'static str, r: Read| {
@@ -398,13 +352,13 @@ mod tests {
         let mut s = Store::open(dir.path(), StoreOptions::default()).unwrap();
         let range = s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
         s.checkpoint(range.start, b"d", &[b"r1".to_vec(), b"r2".to_vec()]).unwrap();
-        let src = RwLock::new(s);
+        let src = SharedStore::new(s);
         apply_acks(&src, &[1], &[1], 5);
-        let mut s = src.into_inner();
+        let mut s = src.into_store().unwrap();
         assert!(s.needs_commit());
         s.checkpoint(range.end - 1, b"d", &[]).unwrap();
         assert!(!s.needs_commit(), "the checkpoint's commit carried the acknowledgement");
-        let src = RwLock::new(s);
+        let src = SharedStore::new(s);
         assert!(!sync(&src).unwrap(), "no fsync of its own");
     }
 }

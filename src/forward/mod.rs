@@ -8,21 +8,22 @@
 //!   [`Written`]). Its parts: `request` (the vocabulary between core and shell), `streams` (the
 //!   records held in memory per stream and the reads that top them up), `flights` (PUBLISHes
 //!   awaiting a PUBACK), `acks` (when acknowledgements are applied and made durable), `pace`
-//!   (the backlog's token bucket); `batch` and `payload` build the payloads; `samples_codec`
-//!   (in `crate::records`) encodes raw frames.
+//!   (the backlog's token bucket); `session_config` its settings; `batch` and `payload` build
+//!   the payloads; `samples_codec` (in `crate::records`) encodes raw frames.
 //!
 //! The shell:
 //! - `client`: the async shell (rumqttc event loop, reconnect backoff); it carries out the
 //!   session's reads (a round's back to back) and writes on blocking threads, with
-//! - `fetch`: those reads and writes against the daemon's `RwLock<Store>` (which lock each takes).
+//! - `fetch`: those reads and writes against the daemon's `SharedStore` (which way in each takes).
 //! - `security`: secrets files and TLS (rustls with ring).
 //!
 //! Unit tests of the core answer its requests from `outbox_model` (an in-memory outbox and
 //! journal) and play the broker with `fake_broker`.
 //!
-//! Wiring: the daemon wraps its `Store` in `Arc<parking_lot::RwLock<Store>>`, builds a [`ForwarderConfig`] with
-//! [`ForwarderConfig::from_config`], and spawns [`run`] with a `tokio::sync::Notify` it calls
-//! `notify_one()` on after every checkpoint that added outbox records. The forwarder keeps
+//! Wiring: the daemon hands over its shared store (`crate::store::SharedStore`), builds a
+//! [`ForwarderConfig`] with [`ForwarderConfig::from_config`], and spawns [`run`] with a
+//! `tokio::sync::Notify` it calls `notify_one()` on after every checkpoint that added outbox
+//! records. The forwarder keeps
 //! nothing the store does not: restarted on the same store, it sends everything still pending.
 
 mod acks;
@@ -39,17 +40,19 @@ mod payload;
 mod request;
 mod security;
 mod session;
+mod session_config;
 mod streams;
 
 use std::path::Path;
 use std::time::Duration;
 
-pub use client::{run, ForwardError, ForwardStats, ForwarderConfig};
+pub use client::{run, ForwardError, ForwarderConfig};
 pub use fetch::FetchError;
 pub use payload::{OFFLINE, ONLINE, STATUS};
 pub use request::{Fetched, Next, Publish, Read, Stream, Write, Written};
 pub use security::{client_config, read_password, read_secret, secret_path, SecurityError};
-pub use session::{Session, SessionConfig};
+pub use session::Session;
+pub use session_config::SessionConfig;
 
 use crate::config::Config;
 
@@ -60,7 +63,7 @@ const BUFFER_RECORDS: usize = 2048;
 
 /// Acknowledged records applied to the store together at most (removals, no fsync), and the
 /// longest an acknowledgement waits to be applied. The store takes an application in chunks
-/// with its lock released between them (`fetch.rs`), so its size does not hold a checkpoint
+/// with its lock released between them (`SharedStore::acknowledge`), so its size does not hold a checkpoint
 /// back; in a drain the 100 ms decide, and the count only bounds what is held (16 bytes a
 /// record: 512 KiB). Applying every 1024 records made a drain's events wait on the store's lock
 /// and halved their rate (docs/performance.md, MQTT drain, figures of 2026-12-06 13:04).

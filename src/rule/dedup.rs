@@ -137,6 +137,12 @@ fn entries(packed: &[u8]) -> Result<impl Iterator<Item = (u128, Entry)> + '_, St
     }))
 }
 
+/// Whether `packed` reads back as packed entries (a page of the memory kept outside the
+/// snapshot): what a salvage of the store checks before it keeps a page.
+pub fn page_reads(packed: &[u8]) -> bool {
+    entries(packed).is_ok()
+}
+
 /// Per machine, the latest event time among the packed entries of `packed` (what decides when
 /// all of them are behind their horizons), in machine order.
 pub fn latest_per_machine(packed: &[u8]) -> Result<Vec<(u32, i64)>, String> {
@@ -317,6 +323,7 @@ mod tests {
         assert_eq!(back.check("m.s.3", 99, |_| i64::MIN), Seen::Duplicate);
         assert_eq!(latest_per_machine(&pages[1]).unwrap(), vec![(0, 1_020), (1, 1_019)]);
         assert!(back.absorb(&pages[1][..10]).is_err());
+        assert!(page_reads(&pages[1]) && !page_reads(&pages[1][..10]));
     }
 
     #[test]

@@ -28,8 +28,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::features::{Feature, MeasureUnit, Quantity};
 use crate::event::fingerprint::name_hash;
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::{ClockState, Event, Metric, Quality};
-use crate::records::quarantine::{Reason, Rejection};
 use alert::{AlertRecord, AssetTags, EvidenceItem};
 use dedup::{Dedup, IdKey, Seen};
 use incidents::{Ctx, IncidentBook};

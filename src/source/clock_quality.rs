@@ -25,7 +25,7 @@ impl KernelClock for Adjtimex {
 
 /// Reads the kernel's clock state with `adjtimex` in read-only mode (`modes = 0`).
 ///
-/// An FFI call (`lib.rs` denies unsafe code; this function is allowed it, like `app::memory`).
+/// An FFI call (`lib.rs` denies unsafe code; this function is allowed it, like `crate::memory`).
 #[allow(unsafe_code)]
 #[allow(clippy::useless_conversion)] // `c_long` is i64 on 64-bit targets, i32 on 32-bit ARM
 pub fn read_adjtimex() -> std::io::Result<KernelEvidence> {
@@ -45,6 +45,17 @@ pub fn read_adjtimex() -> std::io::Result<KernelEvidence> {
         maxerror_us: i64::from(tx.maxerror),
         esterror_us: i64::from(tx.esterror),
     })
+}
+
+/// The gateway clock's state from the kernel: synced while NTP disciplines it (the metrics'
+/// `linegate_clock_state` and `status`).
+pub fn kernel_clock_state() -> crate::event::ClockState {
+    use crate::event::ClockState;
+    match read_adjtimex() {
+        Ok(k) if k.synchronised() => ClockState::Synced,
+        Ok(_) => ClockState::Unsynced,
+        Err(_) => ClockState::Unknown,
+    }
 }
 
 /// The evidence in words for a technician (used by `linegate probe`).

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::{ClockEvidence, Event, Metric, Quality, SampleRef, Unit};
-use crate::records::quarantine::{Reason, Rejection};
 use crate::trace::SamplesRecord;
 
 /// Frame length in milliseconds of event time.

@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::event::rejection::Reason;
 use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
-use crate::records::quarantine::Reason;
 use crate::trace::SamplesRecord;
 use proptest::prelude::*;
 

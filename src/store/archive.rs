@@ -2,11 +2,11 @@
 //! them: quarantined records under `q/` + u64 (the sequence of the ledger record that quarantined
 //! them) and every alert record revision under `a/` + alert id + `/` + u32 revision (the outbox
 //! copy disappears on acknowledgement; `linegate explain` reads this one). Values are opaque
-//! bytes here; `crate::app::audit` gives them meaning.
+//! bytes here; `crate::audit` gives them meaning.
 
 use std::path::PathBuf;
 
-use super::{failpoint, Result, Store, StoreError};
+use super::{Result, Store, StoreError};
 use crate::records::ledger::LedgerRecord;
 
 /// Key prefix of quarantined records.
@@ -126,7 +126,7 @@ impl Store {
         let mut batch = sled::Batch::default();
         batch.remove(key);
         let next = self.batch_ledger(&mut batch, ledger);
-        failpoint!("store::archive::before_remove");
+        failpoint!("store::archive::before_remove", crate::store::StoreError);
         self.state
             .apply_batch(batch)
             .map_err(self.sled_err("apply archive removal to tree state"))?;

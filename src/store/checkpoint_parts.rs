@@ -254,8 +254,12 @@ mod store_tests {
     #[test]
     fn a_shorter_checkpoint_removes_the_parts_a_longer_one_left() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let opts =
-            StoreOptions { cache_bytes: 1 << 20, raw_threshold: 1 << 20, segment_bytes: 1 << 20 };
+        let opts = StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 1 << 20,
+            segment_bytes: 1 << 20,
+            ..StoreOptions::default()
+        };
         let long = noise(50_000);
         {
             let mut s = Store::open(tmp.path(), opts.clone()).expect("open");

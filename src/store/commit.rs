@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{failpoint, fsync, segments, Result, Store, StoreError, RAW_DIR};
+use super::{fsync, segments, Result, Store, StoreError, RAW_DIR};
 
 /// What a store's commits share with each other and with its writers.
 #[derive(Debug, Default)]
@@ -186,7 +186,7 @@ fn run(
     let writes = shared.writes.load(Ordering::Acquire);
     let journal_through = shared.journal_written.load(Ordering::Acquire);
     let removals = shared.removals.load(Ordering::Acquire);
-    failpoint!("store::segments::before_fsync");
+    failpoint!("store::segments::before_fsync", crate::store::StoreError);
     let seg_err = |(file, source)| StoreError::Segment { path: path.to_path_buf(), file, source };
     segments.sync().map_err(seg_err)?;
     db.flush().map_err(|source| StoreError::Sled {
@@ -194,7 +194,7 @@ fn run(
         op: "flush".into(),
         source,
     })?;
-    failpoint!("store::commit::before_fsync");
+    failpoint!("store::commit::before_fsync", crate::store::StoreError);
     fsync::fsync_dir_files(path, Some(RAW_DIR), &mut gate.synced)
         .map_err(|(file, source)| StoreError::Fsync { path: path.to_path_buf(), file, source })?;
     gate.covered = covers;
@@ -266,7 +266,12 @@ mod tests {
     use crate::store::{Store, StoreOptions, RAW_DIR};
 
     fn open(dir: &Path) -> Store {
-        let opts = StoreOptions { cache_bytes: 1 << 20, raw_threshold: 4, segment_bytes: 64 };
+        let opts = StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 4,
+            segment_bytes: 64,
+            ..StoreOptions::default()
+        };
         Store::open(dir, opts).unwrap()
     }
 

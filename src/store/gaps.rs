@@ -4,7 +4,7 @@
 //! checkpoint (the decide stage numbers its own outbox records only when it checkpoints).
 
 use super::state::{outbox_key, OUTBOX_NEXT};
-use super::{failpoint, Result, Store};
+use super::{Result, Store};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, OutboxRecord};
 
@@ -93,7 +93,7 @@ impl Store {
             batch.insert(k, &n.to_be_bytes());
         }
         let next_ledger = self.batch_ledger(&mut batch, &ledger);
-        failpoint!("store::gaps::before_apply");
+        failpoint!("store::gaps::before_apply", crate::store::StoreError);
         self.state
             .apply_batch(batch)
             .map_err(self.sled_err("apply declared gaps to tree state"))?;

@@ -157,7 +157,12 @@ mod tests {
 
     /// Raw lines of 100 bytes in segment files of 256 bytes: two lines a segment.
     fn store(dir: &std::path::Path) -> Store {
-        let opts = StoreOptions { cache_bytes: 1 << 20, raw_threshold: 50, segment_bytes: 256 };
+        let opts = StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 50,
+            segment_bytes: 256,
+            ..StoreOptions::default()
+        };
         Store::open(dir, opts).unwrap()
     }
 

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use super::journal_pages::metas;
 use super::segments::{SegmentRef, Segments};
-use super::{corrupt, failpoint, page, Result, Store, JOURNAL};
+use super::{corrupt, page, Result, Store, JOURNAL};
+use crate::records::journal::{JournalRecord, Origin};
 
 const VERSION: u8 = 1;
 /// `[2][at: i64 BE][source: u16 BE][end_offset: u64 BE][line bytes]`.
@@ -20,28 +21,6 @@ const VERSION_ORIGIN: u8 = 2;
 /// [offset: u64 BE][len: u32 BE][xxh3-64: u64 BE]`, the origin fields only when `has origin` is 1:
 /// the line is in a segment file (`segments.rs`).
 const VERSION_SEGMENT: u8 = 3;
-
-/// Where a journal record came from: source `source` (its index in the configuration, or
-/// [`Origin::RELEASED`]), and the byte offset in that source just after the record's line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Origin {
-    pub source: u16,
-    pub end_offset: u64,
-}
-
-impl Origin {
-    /// A record released from quarantine (no source position).
-    pub const RELEASED: u16 = u16::MAX;
-}
-
-/// One journal record with its origin (`None` for version-1 records and plain appends).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournalRecord {
-    pub pos: u64,
-    pub at: i64,
-    pub origin: Option<Origin>,
-    pub line: Vec<u8>,
-}
 
 /// A journal value decoded without reading its line from a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,7 +252,7 @@ impl Store {
             }
         }
         if raw {
-            failpoint!("store::segments::after_write");
+            failpoint!("store::segments::after_write", crate::store::StoreError);
         }
         self.apply_journal_pages(first, PreparedJournal::pack(&values))
     }
@@ -290,7 +269,7 @@ impl Store {
         if pos > first {
             self.commits.appended(pos - 1);
         }
-        failpoint!("store::journal::after_append");
+        failpoint!("store::journal::after_append", crate::store::StoreError);
         Ok(first..pos)
     }
 
@@ -449,7 +428,7 @@ impl Store {
             if from < end && self.references(id, from, end)? {
                 continue;
             }
-            failpoint!("store::segments::before_delete");
+            failpoint!("store::segments::before_delete", crate::store::StoreError);
             self.segments.delete(id).map_err(|e| self.segment_err(e))?;
         }
         Ok(())

@@ -10,8 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::journal::{decode_meta, with_line, JournalMeta, JournalRecord};
+use super::journal::{decode_meta, with_line, JournalMeta};
 use super::{corrupt, page, Result, Store, StoreError, JOURNAL};
+use crate::records::journal::JournalRecord;
 
 /// The records under journal key `k` (value `v`), decoded without reading segments.
 pub(super) fn metas(path: &Path, k: &[u8], v: &[u8]) -> Result<Vec<JournalMeta>> {
@@ -117,8 +118,9 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use crate::records::journal::Origin;
     use crate::store::segments::{segment_path, RAW_DIR};
-    use crate::store::{open_sled_directly, Origin, Store, StoreError, StoreOptions};
+    use crate::store::{open_sled_directly, Store, StoreError, StoreOptions};
 
     fn lines(from: u8, n: u8, len: usize) -> Vec<(i64, Vec<u8>)> {
         (from..from + n).map(|i| (i64::from(i) * 10, vec![i; len])).collect()

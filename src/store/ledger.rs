@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{corrupt, decode_u64, failpoint, page, Result, Store, StoreError, STATE};
+use super::{corrupt, decode_u64, page, Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 
 pub(super) const LEDGER: &[u8] = b"l/";
@@ -95,7 +95,7 @@ impl Store {
     }
 
     fn outbox_ack_apply(&mut self, seqs: &[u64], ledger: &[LedgerRecord]) -> Result<()> {
-        failpoint!("store::outbox::before_ack");
+        failpoint!("store::outbox::before_ack", crate::store::StoreError);
         let mut batch = sled::Batch::default();
         let removed = self.outbox_remove(&mut batch, seqs)?;
         let records = self.batch_outbox_records(&mut batch, 0, removed);

@@ -102,6 +102,7 @@ mod retention;
 mod salvage;
 mod segments;
 mod seq;
+mod shared;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -113,10 +114,12 @@ pub use error::{Result, StoreError};
 pub use fsync::fsyncs_total;
 pub use gaps::GapCounts;
 pub use history::{HistoryLines, HistoryTrim};
-pub use journal::{JournalRecord, Origin, PreparedJournal};
+pub use journal::PreparedJournal;
 pub use marker::{request_salvage, Damage, SALVAGE_MARKER};
 pub use outbox_compact::Compacted;
 pub use outbox_read::OutboxScan;
+#[cfg(test)]
+pub(crate) use prune::tests::pruned_ledger;
 pub use prune::{PruneReport, PRUNED, PRUNE_BATCH};
 pub use recovery::{Recovered, RECOVERY_SCAN};
 pub use reopen::Reading;
@@ -124,21 +127,11 @@ pub use reopen::Reading;
 pub(crate) use reopen::{newest_sled_snapshot, reopen_test_lock};
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;
+pub use shared::{Hold, ReadGuard, SharedStore, WriteGuard, ACK_CHUNK};
 pub use state::{sensor_book_put, source_position_put, Checkpoint};
 
-/// A named fault-injection point (the `fail` crate) with the `failpoints` feature; nothing
-/// without it. Configured with a `return` action, the enclosing call fails with
-/// [`StoreError::Injected`]; `panic` and `sleep` work as the `fail` crate defines them.
-macro_rules! failpoint {
-    ($name:literal) => {
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!($name, |_| Err($crate::store::StoreError::Injected { point: $name }));
-    };
-}
-pub(crate) use failpoint;
-
 /// How the store opens its database.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// sled's page cache, in bytes (sled's own default is 1 GiB, too much for a 1 GB board).
     pub cache_bytes: u64,
@@ -147,7 +140,16 @@ pub struct StoreOptions {
     pub raw_threshold: usize,
     /// A segment file is rolled when the next line would take it past this size.
     pub segment_bytes: u64,
+    /// How a salvage tells whether a page of the rule's duplicate memory (`d/`,
+    /// `dedup_pages.rs`) reads back. The rule owns that format, so whoever opens the store says
+    /// (the daemon gives `rule::dedup`'s decoder); without one, a salvage copies the pages as
+    /// they are, and a damaged one is found when the decide stage restores its checkpoint.
+    pub dedup_page_check: Option<PageCheck>,
 }
+
+/// Whether a stored page of a format the store does not own reads back (see
+/// [`StoreOptions::dedup_page_check`]).
+pub type PageCheck = fn(&[u8]) -> bool;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -155,6 +157,7 @@ impl Default for StoreOptions {
             cache_bytes: 64 * 1024 * 1024,
             raw_threshold: 1024,
             segment_bytes: 16 * 1024 * 1024,
+            dedup_page_check: None,
         }
     }
 }

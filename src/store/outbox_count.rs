@@ -72,7 +72,12 @@ mod tests {
     use crate::store::StoreOptions;
 
     fn opts() -> StoreOptions {
-        StoreOptions { cache_bytes: 1 << 20, raw_threshold: 1 << 20, segment_bytes: 1 << 20 }
+        StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 1 << 20,
+            segment_bytes: 1 << 20,
+            ..StoreOptions::default()
+        }
     }
 
     fn kept_and_counted(s: &Store) -> (u64, u64) {

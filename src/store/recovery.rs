@@ -58,7 +58,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{failpoint, Result, Store, StoreError, StoreOptions};
+use super::{Result, Store, StoreError, StoreOptions};
 use crate::records::ledger::{LedgerEntry, LedgerRecord, Salvage};
 use crate::records::outbox::{GapNotice, OutboxRecord};
 
@@ -240,7 +240,7 @@ fn replace_damaged(
 ) -> Result<Recovered> {
     let moved_to = free_sibling(path, &format!("corrupt-{now_ms}"));
     let fresh = sibling(path, "recovering");
-    failpoint!("store::recovery::before_fresh");
+    failpoint!("store::recovery::before_fresh", crate::store::StoreError);
     if fresh.exists() {
         remove_any(&fresh).map_err(|e| give_up(path, "remove an old .recovering store", e))?;
     }
@@ -263,12 +263,12 @@ fn replace_damaged(
             .declare_gaps(&gaps, now_ms)
             .map_err(|e| give_up(path, "declare the gaps of what was lost", e))?;
     }
-    failpoint!("store::recovery::before_move_aside");
+    failpoint!("store::recovery::before_move_aside", crate::store::StoreError);
     if path.exists() {
         std::fs::rename(path, &moved_to)
             .map_err(|e| give_up(path, format!("move it aside to {}", moved_to.display()), e))?;
     }
-    failpoint!("store::recovery::before_move_in");
+    failpoint!("store::recovery::before_move_in", crate::store::StoreError);
     move_in(&fresh, path)?;
     Ok(recovered)
 }
@@ -285,7 +285,7 @@ fn build_fresh(
 ) -> Result<(Salvage, Vec<GapNotice>)> {
     let attempt = || -> Result<super::salvage::Salvaged> {
         let store = Store::open(fresh, opts.clone())?;
-        super::salvage::salvage(path, &store, now_ms, keep_checkpoint)
+        super::salvage::salvage(path, &store, now_ms, keep_checkpoint, opts.dedup_page_check)
     };
     let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)) {
         Ok(Ok(s)) => return Ok((s.report, s.gaps)),

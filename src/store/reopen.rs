@@ -7,7 +7,7 @@
 //! (docs/performance.md, "A week-long outage"). [`Store::snapshot_sled`] closes sled and opens it
 //! again while the daemon runs, which writes a snapshot as of now; a start then reads only the
 //! log written since the last one. The daemon does it every
-//! [`crate::app::retention::SLED_SNAPSHOT_EVERY`].
+//! [`crate::retention::SLED_SNAPSHOT_EVERY`].
 //!
 //! It needs every sled handle closed, so:
 //! - it runs under the store's exclusive lock (`&mut self`) after a commit: nothing is lost or
@@ -24,9 +24,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    failpoint, open_waiting_for_lock, sled_config, Result, Store, StoreError, JOURNAL, SEQ, STATE,
-};
+use super::{open_waiting_for_lock, sled_config, Result, Store, StoreError, JOURNAL, SEQ, STATE};
 
 /// The temporary database that holds sled's place during a reopen (a directory of the store).
 pub(super) const STAND_IN: &str = "reopen.tmp";
@@ -90,7 +88,7 @@ impl Store {
         drop(std::mem::replace(&mut self.state, state));
         drop(std::mem::replace(&mut self.seq, seq));
         drop(std::mem::replace(&mut self.db, stand_in));
-        failpoint!("store::reopen::closed");
+        failpoint!("store::reopen::closed", crate::store::StoreError);
         let db = open_waiting_for_lock(&sled_config(&self.path, &self.opts))
             .map_err(|source| StoreError::Open { path: self.path.clone(), source })?;
         let tree = |name: &str| db.open_tree(name).map_err(err(&format!("open tree {name}")));
@@ -140,7 +138,12 @@ mod tests {
     use crate::store::StoreOptions;
 
     fn open(dir: &Path) -> Store {
-        let opts = StoreOptions { cache_bytes: 1 << 20, raw_threshold: 16, segment_bytes: 1024 };
+        let opts = StoreOptions {
+            cache_bytes: 1 << 20,
+            raw_threshold: 16,
+            segment_bytes: 1024,
+            ..StoreOptions::default()
+        };
         Store::open(dir, opts).unwrap()
     }
 

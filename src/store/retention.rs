@@ -59,7 +59,7 @@ use std::path::Path;
 
 use super::journal::Body;
 use super::state::{outbox_key, OUTBOX_NEXT};
-use super::{failpoint, Result, Store, StoreError, STATE};
+use super::{Result, Store, StoreError, STATE};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{Bulk, GapNotice, GapRange, OutboxRecord};
 
@@ -185,7 +185,7 @@ impl Store {
         if let Some((lo, hi)) = touched {
             let from = super::page::covering_seq(&self.state, super::state::OUTBOX, lo);
             report.compacted = self.outbox_compact(from, hi)?;
-            failpoint!("store::shed::after_compact");
+            failpoint!("store::shed::after_compact", crate::store::StoreError);
             self.commit()?;
         }
         report.exhausted = report.frames >= sheddable;
@@ -321,19 +321,19 @@ impl Store {
         }
         batch.insert(OUTBOX_NEXT, &outbox_seq.to_be_bytes());
         let next_ledger = self.batch_ledger(&mut batch, &ledger);
-        failpoint!("store::shed::before_apply");
+        failpoint!("store::shed::before_apply", crate::store::StoreError);
         self.state.apply_batch(batch).map_err(self.sled_err("apply shed batch to tree state"))?;
         self.next_outbox = outbox_seq;
         self.set_outbox_records(records);
         self.next_ledger = next_ledger;
-        failpoint!("store::shed::after_apply");
+        failpoint!("store::shed::after_apply", crate::store::StoreError);
         self.commit()?;
         report.frames += victims.len() as u64;
         report.bytes += victims.iter().map(|v| v.bytes).sum::<u64>();
         report.line_bytes += victims.iter().map(|v| v.line_bytes).sum::<u64>();
         report.gaps.extend(gaps);
 
-        failpoint!("store::shed::before_journal_remove");
+        failpoint!("store::shed::before_journal_remove", crate::store::StoreError);
         let mut journal = sled::Batch::default();
         let positions: Vec<u64> = victims
             .iter()
@@ -342,7 +342,7 @@ impl Store {
             .collect();
         self.journal_remove(&mut journal, &positions)?;
         self.journal.apply_batch(journal).map_err(self.sled_err("remove shed journal records"))?;
-        failpoint!("store::shed::after_journal_remove");
+        failpoint!("store::shed::after_journal_remove", crate::store::StoreError);
         // The commit deletes the segments left without references, once the removal is durable;
         // the segment being written is ended first when frames in it were shed, or its space
         // would come back only after it is full.

@@ -1,6 +1,6 @@
 //! The `state` tree: checkpoint, outbox and counters, which commit together in one batch.
 
-use super::{checkpoint_parts, decode_u64, failpoint, Result, Store, STATE};
+use super::{checkpoint_parts, decode_u64, Result, Store, STATE};
 use crate::records::ledger::LedgerRecord;
 
 pub(super) const CHECKPOINT: &[u8] = b"c/";
@@ -140,7 +140,7 @@ impl Store {
             batch.insert(k.as_slice(), v.as_slice());
         }
         dedup.write(&mut batch);
-        failpoint!("store::checkpoint::before_apply");
+        failpoint!("store::checkpoint::before_apply", crate::store::StoreError);
         self.state
             .apply_batch(batch)
             .map_err(self.sled_err("apply checkpoint batch to tree state"))?;
@@ -149,7 +149,7 @@ impl Store {
         self.next_ledger = next_ledger;
         self.checkpoint_pos = journal_pos;
         self.commits.wrote();
-        failpoint!("store::checkpoint::after_apply");
+        failpoint!("store::checkpoint::after_apply", crate::store::StoreError);
         Ok(())
     }
 
@@ -172,7 +172,7 @@ impl Store {
     }
 
     fn outbox_ack_inner(&mut self, seq: u64) -> Result<()> {
-        failpoint!("store::outbox::before_ack");
+        failpoint!("store::outbox::before_ack", crate::store::StoreError);
         let mut batch = sled::Batch::default();
         let removed = self.outbox_remove(&mut batch, &[seq])?;
         if removed > 0 {

@@ -1,7 +1,13 @@
 use super::*;
+use crate::records::journal::Origin;
 
 fn small() -> StoreOptions {
-    StoreOptions { cache_bytes: 1 << 20, raw_threshold: 4, segment_bytes: 64 }
+    StoreOptions {
+        cache_bytes: 1 << 20,
+        raw_threshold: 4,
+        segment_bytes: 64,
+        ..StoreOptions::default()
+    }
 }
 
 fn open(dir: &Path) -> Store {

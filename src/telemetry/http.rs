@@ -1,10 +1,11 @@
 //! `GET /metrics` over HTTP/1.1 (hyper 1): the Prometheus scrape endpoint on `[metrics] listen`,
-//! and the status page at `/` (`crate::app::audit::status_page`) when the daemon gives one.
+//! and the status page at `/` (`crate::audit::status_page`) when the daemon gives one.
 //!
 //! Two routes. `GET` (and `HEAD`) of `/metrics` answer 200 with format 0.0.4, of `/` the page
 //! (HTML, rendered on a blocking thread: it reads the store); any other method on them is 405,
-//! a request with a body 413, any other path 404. The listener is bound by the caller, so tests
-//! bind port 0 and the daemon can bind before it drops privileges or reports READY.
+//! a request with a body 413, any other path 404. The listener is bound by the caller ([`bind`]
+//! for `[metrics] listen`), so tests bind port 0 and the daemon can bind before it drops
+//! privileges or reports READY.
 //!
 //! No client can keep the others out ([`Limits`]). One request per connection: every response
 //! closes it. The request head must arrive within [`HEAD_TIMEOUT`] of the connection's accept,
@@ -107,6 +108,22 @@ pub struct ServeError {
 
 /// Renders the status page (blocking work); its error is shown as a 500 in words.
 pub type Page = std::sync::Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
+/// Binds `[metrics] listen`. A failure is logged, not fatal: the gateway's data path matters more
+/// than its scrape endpoint (and a second instance, or a test, may hold the port).
+pub async fn bind(listen: &str) -> Option<TcpListener> {
+    match TcpListener::bind(listen).await {
+        Ok(l) => {
+            let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| listen.into());
+            tracing::info!(%addr, "metrics at http://{addr}/metrics");
+            Some(l)
+        }
+        Err(e) => {
+            tracing::error!(listen, error = %e, "metrics endpoint not served: cannot bind");
+            None
+        }
+    }
+}
 
 /// Serves `metrics` (and `page` at `/`) on `listener` within [`Limits::DEFAULT`] until
 /// `shutdown` completes. Errors of one connection are logged and end only that connection; an

@@ -22,10 +22,10 @@ use super::families::{
     ReasonLabel, RuleLabel, SensorLabel, SensorStateLabel, StateLabel,
 };
 
-use crate::decider::Counts;
+use crate::event::rejection::Reason;
 use crate::event::ClockState;
+use crate::records::counts::Counts;
 use crate::records::outbox::OutboxRecord;
-use crate::records::quarantine::Reason;
 use crate::rule::StateSize;
 
 /// What an outbox record is, as the `kind` label of the outbox depth gauges.
@@ -73,7 +73,7 @@ const CLOCK_STATES: [(ClockState, &str); 5] = [
 const ALERT_KINDS: [&str; 4] = ["open", "amend", "close", "supersede"];
 
 /// The MQTT forwarder as its counters say it: totals since the process started (what
-/// `crate::forward::ForwardStats` holds).
+/// [`super::ForwardStats`] holds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BrokerState {
     /// A session is up (ConnAck received, not lost since).

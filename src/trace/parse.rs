@@ -11,8 +11,8 @@ use crate::event::parse::{
     describe_raw, parse_event, present, read_top, read_top_with_fallback, required, show, Number,
     Pass, Patched, Scan, Shape, Top, Val, MAX_EVENT_BYTES, UNITS,
 };
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::Unit;
-use crate::records::quarantine::{Reason, Rejection};
 use std::ops::Range;
 
 pub use crate::event::parse::MIN_PLAUSIBLE_TS_MS;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use linegate::config::Config;
-use linegate::decider::{Decider, Outcome};
+use linegate::decide::{Decider, Outcome};
 use linegate::trace::parse::parse_line;
 use linegate::trace::{Arrival, TraceLine};
 

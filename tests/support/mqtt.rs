@@ -5,11 +5,10 @@
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use linegate::records::outbox::OutboxRecord;
-use linegate::store::{Store, StoreOptions};
+use linegate::store::{SharedStore, Store, StoreOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream as TokioStream};
 use tokio::sync::watch;
@@ -263,13 +262,13 @@ async fn pipe(
 
 /// A real store in `dir`, filled the way the pipeline fills it.
 pub struct TestStore {
-    pub store: Arc<parking_lot::RwLock<Store>>,
+    pub store: SharedStore,
 }
 
 impl TestStore {
     pub fn open(dir: &Path) -> TestStore {
         let store = Store::open(&dir.join("store"), StoreOptions::default()).unwrap();
-        TestStore { store: Arc::new(parking_lot::RwLock::new(store)) }
+        TestStore { store: SharedStore::new(store) }
     }
 
     /// Appends `lines` to the journal and checkpoints with `records`; a record built by

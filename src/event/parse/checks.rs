@@ -2,7 +2,7 @@
 
 use super::value::{show, Number, MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
 use crate::event::is_identifier;
-use crate::records::quarantine::{Reason, Rejection};
+use crate::event::rejection::{Reason, Rejection};
 
 pub(super) fn check_event_id(id: &str) -> Result<(), Rejection> {
     if id.is_empty() {

@@ -3,9 +3,9 @@
 use super::shape::CLOCK_STATES;
 use super::value::{show, Number, Obj, Val};
 use crate::event::features::Feature;
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::schema2::Axis;
 use crate::event::{ClockEvidence, SampleRef};
-use crate::records::quarantine::{Reason, Rejection};
 
 /// The value of a field, or `missing_field` naming `path`.
 pub(crate) fn required<'v, 'a>(

@@ -56,7 +56,7 @@ pub use value::{MAX_EVENT_ID_BYTES, MIN_PLAUSIBLE_TS_MS};
 use super::features::{Feature, Features, Quantity};
 use super::schema2::{self, Axis, Combine};
 use super::{Event, Unit};
-use crate::records::quarantine::{Reason, Rejection};
+use crate::event::rejection::{Reason, Rejection};
 use checks::{check_event_id, finite, non_negative};
 use fast::fast_event;
 use fields::{as_bool, as_u64, axes_from, feature_path, features_from, samples_from};

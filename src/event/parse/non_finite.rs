@@ -5,7 +5,7 @@
 
 use super::reader::read_top;
 use super::value::{NonFinite, Pass, Shape, Top};
-use crate::records::quarantine::{Reason, Rejection};
+use crate::event::rejection::{Reason, Rejection};
 
 /// Reads `text` as one object of `shape` and hands it to `validate`: strictly first and, when
 /// that fails, once more from the text [`patch_non_finite`] gives (which `validate` then gets

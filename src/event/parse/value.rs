@@ -8,8 +8,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Visitor};
 use serde_json::value::RawValue;
 
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::Event;
-use crate::records::quarantine::{Reason, Rejection};
 
 /// 2000-01-01T00:00:00Z in Unix milliseconds: an earlier `ts_ms` is `clock_implausible`.
 pub const MIN_PLAUSIBLE_TS_MS: i64 = 946_684_800_000;

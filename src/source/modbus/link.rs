@@ -14,7 +14,7 @@ use tokio_modbus::client::{rtu, tcp, Context, Reader};
 use tokio_modbus::Slave;
 use tokio_serial::SerialPort as _;
 
-use super::map::{BlockMap, Function};
+use crate::config::modbus_map::{BlockMap, Function};
 use crate::config::{ModbusSource, ModbusTransport, Parity, RtuPort};
 
 /// Why a connection could not be opened.

@@ -1,6 +1,6 @@
 //! Modbus RTU and TCP sources: poll a configured register map and yield sample blocks.
 //!
-//! - [`map`]: the register map and its decoding (pure);
+//! - the register map and its decoding are configuration vocabulary ([`crate::config::modbus_map`]);
 //! - [`block`]: poll outcomes cut into [`trace::SamplesRecord`](crate::trace::SamplesRecord)s
 //!   and quality-`bad` readings (pure);
 //! - [`link`]: one connection (TCP or serial) and one block read with a timeout;
@@ -8,7 +8,6 @@
 //! - [`probe`]: `linegate probe` for modbus sources, with failures explained.
 pub mod block;
 pub mod link;
-pub mod map;
 pub mod poller;
 pub mod probe;
 pub mod wire;

@@ -11,7 +11,7 @@ use std::io;
 use std::time::Duration;
 
 use super::link::{self, ConnectError, ReadError};
-use super::map::{BlockMap, Function};
+use crate::config::modbus_map::{BlockMap, Function};
 use crate::config::{ModbusSource, ModbusTransport};
 use crate::source::spread::Spread;
 

@@ -53,7 +53,7 @@ use super::state::{
     decode_source_position, outbox_key, CHECKPOINT, CHECKPOINT_POS, DECIDED_THROUGH, JOURNAL_NEXT,
     JOURNAL_START, OUTBOX, OUTBOX_NEXT, SOURCE_POS,
 };
-use super::{failpoint, Result, Store, StoreError};
+use super::{PageCheck, Result, Store, StoreError};
 use crate::records::checkpoint::{CheckpointPayload, QuarantineEntry};
 use crate::records::ledger::Salvage;
 use crate::records::outbox::{GapNotice, GapRange, OutboxRecord};
@@ -89,13 +89,16 @@ struct Old<'a> {
 
 /// Copies what can be read from the damaged store in `damaged` into `fresh` (a store just
 /// created, not yet holding anything) and commits it; the checkpoint only when `keep_checkpoint`
-/// (not when the decide stage could not restore it). `Err` when the copy cannot go on: the
-/// caller then discards `fresh`.
+/// (not when the decide stage could not restore it), and with it the pages of the duplicate
+/// memory when `dedup_page_check` (the rule's decoder, given by the caller) reads each of them
+/// (`None`: copied as they are). `Err` when the copy cannot go on: the caller then discards
+/// `fresh`.
 pub(super) fn salvage(
     damaged: &Path,
     fresh: &Store,
     now_ms: i64,
     keep_checkpoint: bool,
+    dedup_page_check: Option<PageCheck>,
 ) -> Result<Salvaged> {
     if !damaged.is_dir() {
         return Err(failed(damaged, format!("{} is not a directory", damaged.display())));
@@ -125,12 +128,12 @@ pub(super) fn salvage(
     };
     let counters = c.counters(&old);
     let max_journal = c.journal(&old, fresh, counters.journal_start)?;
-    failpoint!("store::recovery::salvage");
+    failpoint!("store::recovery::salvage", crate::store::StoreError);
     let max_outbox = c.outbox(&old, fresh, now_ms)?;
     c.archive(&old, fresh)?;
     let max_ledger = c.ledger(&old, fresh, now_ms)?;
     c.seq_marks(&old, fresh)?;
-    let cp_pos = c.checkpoint(&old, fresh, keep_checkpoint)?;
+    let cp_pos = c.checkpoint(&old, fresh, keep_checkpoint, dedup_page_check)?;
     let mut put = Batcher::new(&fresh.state, fresh.path());
     put.u64(OUTBOX_NEXT, counters.outbox_next.max(max_outbox + 1))?;
     put.u64(LEDGER_NEXT, counters.ledger_next.max(max_ledger + 1))?;
@@ -376,7 +379,13 @@ impl Copier<'_> {
 
     /// Step 7: copies the checkpoint when the decide stage can use it; returns its position
     /// when at least its header decodes (0 otherwise).
-    fn checkpoint(&mut self, old: &Old<'_>, fresh: &Store, keep: bool) -> Result<u64> {
+    fn checkpoint(
+        &mut self,
+        old: &Old<'_>,
+        fresh: &Store,
+        keep: bool,
+        page_check: Option<PageCheck>,
+    ) -> Result<u64> {
         let Some(v) = old.state.get(CHECKPOINT).ok().flatten() else { return Ok(0) };
         let Some(journal_pos) = checkpoint_parts::position(&v) else {
             self.count(false, "checkpoint");
@@ -388,7 +397,7 @@ impl Copier<'_> {
         let mut pages = Vec::new();
         for kv in old.state.scan_prefix(crate::store::dedup_pages::DEDUP) {
             match kv {
-                Ok((k, v)) if crate::rule::dedup::latest_per_machine(&v).is_ok() => {
+                Ok((k, v)) if page_check.is_none_or(|reads| reads(&v)) => {
                     pages.push((k, v));
                 }
                 _ => {

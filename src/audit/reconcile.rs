@@ -618,4 +618,19 @@ mod pruned_tests {
             prop_assert_eq!(strip(part), strip(whole));
         }
     }
+
+    /// A ledger pruned by the store (`crate::store::pruned_ledger`) reconciles from its summary
+    /// and the records after it: nothing lost, every decision and acknowledgement counted.
+    #[test]
+    fn a_store_s_pruned_ledger_reconciles_as_the_whole_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = crate::store::pruned_ledger(tmp.path());
+        let summary = s.pruned_summary().unwrap();
+        let rest: Vec<_> = s.ledger_from(1).map(|r| r.unwrap()).collect();
+        let limits = Limits { allowed_lateness_ms: 1, idle_timeout_ms: 1, configured: Vec::new() };
+        let r = reconcile_ledger(&summary, rest.iter().map(|(_, r)| r), &BTreeSet::new(), &limits);
+        assert!(r.gateway_lost_nothing, "{r:?}");
+        assert_eq!((r.accepted_events, r.alert_records, r.acknowledged), (3, 2, 5));
+        assert!(r.gaps.is_empty(), "{:?}", r.gaps);
+    }
 }

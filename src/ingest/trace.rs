@@ -12,16 +12,12 @@ use std::path::PathBuf;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::decide_input::DecideBatch;
-use super::telemetry::Telemetry;
-use super::{lock, AppError, SharedStore};
-use crate::clock::{Clock, SystemClock};
+use super::{journal, IngestError, Line, Params};
 use crate::config::TraceSource;
-use crate::store::{JournalRecord, Origin, PreparedJournal};
+use crate::decide::input::DecideBatch;
+use crate::records::journal::Origin;
+use crate::store::SharedStore;
 use crate::trace::parse::salvage_at;
-
-/// One line read: `(at, origin, bytes)` as the journal takes it.
-pub(super) type Line = (i64, Origin, Vec<u8>);
 
 /// A trace file being read from a byte offset.
 #[derive(Debug)]
@@ -35,8 +31,8 @@ struct TraceReader {
 }
 
 impl TraceReader {
-    fn open(path: PathBuf, source: u16, offset: u64) -> Result<TraceReader, AppError> {
-        let io = |source| AppError::Io { path: path.clone(), source };
+    fn open(path: PathBuf, source: u16, offset: u64) -> Result<TraceReader, IngestError> {
+        let io = |source| IngestError::Io { path: path.clone(), source };
         let mut file = File::open(&path).map_err(io)?;
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         Ok(TraceReader {
@@ -50,7 +46,7 @@ impl TraceReader {
 
     /// Up to `max` non-blank lines (empty at the end of the file). Blank lines are skipped as
     /// `replay` skips them; their bytes are covered by the next line's offset.
-    fn read(&mut self, max: usize) -> Result<Vec<Line>, AppError> {
+    fn read(&mut self, max: usize) -> Result<Vec<Line>, IngestError> {
         let mut out = Vec::new();
         let mut buf = Vec::new();
         while out.len() < max {
@@ -58,7 +54,7 @@ impl TraceReader {
             let n = self
                 .input
                 .read_until(b'\n', &mut buf)
-                .map_err(|source| AppError::Io { path: self.path.clone(), source })?;
+                .map_err(|source| IngestError::Io { path: self.path.clone(), source })?;
             if n == 0 {
                 break;
             }
@@ -81,35 +77,21 @@ fn trim_newline(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-/// How an ingest task runs.
-#[derive(Debug, Clone)]
-pub(super) struct IngestParams {
-    pub source: u16,
-    pub trace: TraceSource,
-    pub offset: u64,
-    pub commit_records: usize,
-    pub commit_interval_ms: i64,
-    /// Return at the end of the file instead of waiting for `stop`.
-    pub exit_at_end: bool,
-    /// Where the group commits report their duration.
-    pub telemetry: Telemetry,
-    /// The store's `raw_threshold` (a line this long goes to a segment file).
-    pub raw_threshold: usize,
-}
-
 /// Reads, journals and forwards the source's lines until the end (with `exit_at_end`) or until
 /// `stop` is set; lines read before `stop` are committed and sent first.
 #[allow(clippy::disallowed_methods)] // group-commit deadlines are tokio timers; tests pause tokio's clock
 pub(super) async fn ingest(
-    p: IngestParams,
+    p: Params,
+    trace: TraceSource,
+    exit_at_end: bool,
     store: SharedStore,
     tx: mpsc::Sender<DecideBatch>,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), AppError> {
-    let (path, source, offset) = (p.trace.path.clone(), p.source, p.offset);
+) -> Result<(), IngestError> {
+    let (path, source, offset) = (trace.path.clone(), p.source, p.resume_at);
     let mut reader =
         tokio::task::spawn_blocking(move || TraceReader::open(path, source, offset)).await??;
-    let paced = p.trace.speed > 0.0;
+    let paced = trace.speed > 0.0;
     let chunk = if paced { 64 } else { p.commit_records };
     let started = Instant::now();
     let mut first_at: Option<i64> = None;
@@ -129,7 +111,7 @@ pub(super) async fn ingest(
         for line in lines {
             if paced {
                 let first = *first_at.get_or_insert(line.0);
-                let ahead_ms = ((line.0 - first).max(0) as f64 / p.trace.speed) as u64;
+                let ahead_ms = ((line.0 - first).max(0) as f64 / trace.speed) as u64;
                 let due = started + std::time::Duration::from_millis(ahead_ms);
                 if let Some(d) = deadline.filter(|&d| d < due && !pending.is_empty()) {
                     if wait_until(d, &mut stop).await {
@@ -159,7 +141,7 @@ pub(super) async fn ingest(
     if !pending.is_empty() {
         commit(&store, &p, &tx, pending).await?;
     }
-    if !p.exit_at_end {
+    if !exit_at_end {
         while !*stop.borrow() {
             if stop.changed().await.is_err() {
                 break;
@@ -182,55 +164,10 @@ async fn wait_until(t: Instant, stop: &mut watch::Receiver<bool>) -> bool {
 /// decide stage: the source position advances only now, with the records durable.
 async fn commit(
     store: &SharedStore,
-    p: &IngestParams,
+    p: &Params,
     tx: &mpsc::Sender<DecideBatch>,
     lines: Vec<Line>,
-) -> Result<(), AppError> {
+) -> Result<(), IngestError> {
     let batch = journal(store, &p.telemetry, p.raw_threshold, lines).await?;
-    tx.send(batch).await.map_err(|_| AppError::StageGone("decide"))
-}
-
-/// Appends `lines` to the journal and commits: one group commit, one fsync for the batch, its
-/// duration (append, flush, fsync) reported to `telemetry`. Returns the
-/// records as the decide stage takes them, their lines parsed (after the commit, on this
-/// thread: `decide_input`).
-pub(super) async fn journal(
-    store: &SharedStore,
-    telemetry: &Telemetry,
-    raw_threshold: usize,
-    lines: Vec<Line>,
-) -> Result<DecideBatch, AppError> {
-    let store = store.clone();
-    let (records, took_s) = tokio::task::spawn_blocking(move || {
-        // A fresh clock: its monotonic reading is the time since this line.
-        let clock = SystemClock::new();
-        // Encoded and packed before the lock is taken: the decide stage's checkpoints and the
-        // forwarder wait for sled's batch alone.
-        let prepared = PreparedJournal::new(&lines, raw_threshold);
-        let mut s = lock(&store);
-        let range = match prepared {
-            Some(p) => s.append_prepared_journal(p)?,
-            None => s.append_journal_from(&lines)?,
-        };
-        // The journal stage's span: which positions this group commit made durable.
-        let _span = tracing::debug_span!(
-            "journal",
-            journal_from = range.start,
-            journal_to = range.end.saturating_sub(1),
-            lines = lines.len()
-        )
-        .entered();
-        // Committed without the lock: the other stages read and write meanwhile.
-        super::commit_released(&store, s)?;
-        let took_s = clock.monotonic_s();
-        let records: Vec<JournalRecord> = range
-            .zip(lines)
-            .map(|(pos, (at, origin, line))| JournalRecord { pos, at, origin: Some(origin), line })
-            .collect();
-        Ok::<_, AppError>((DecideBatch::parsed(records), took_s))
-    })
-    .await??;
-    telemetry.journal_committed(took_s);
-    crate::app::failpoint!("app::ingest::after_commit");
-    Ok(records)
+    tx.send(batch).await.map_err(|_| IngestError::StageGone("decide"))
 }

@@ -3,7 +3,7 @@
 //!
 //! The decide stage applies a checkpoint's batch under the store's exclusive lock and hands its
 //! commit (sled's flush, then the fsyncs: milliseconds of waiting on the disk) to a
-//! [`CommitInFlight`], which commits on its own thread without the lock (`app::commit_released`:
+//! [`CommitInFlight`], which commits on its own thread without the lock (`SharedStore::commit_released`:
 //! the ingest appends and the forwarder acknowledges meanwhile). Deciding needs no lock, so the
 //! next batch is decided meanwhile; the next checkpoint's batch is applied only once this commit
 //! is finished, so at most one commit is in flight and checkpoints become durable in order
@@ -21,8 +21,8 @@
 
 use std::thread::JoinHandle;
 
-use super::{AppError, SharedStore};
-use crate::store::StoreError;
+use super::StageError;
+use crate::store::{SharedStore, StoreError};
 
 /// The last journal position a checkpoint covers and that record's ingest time.
 pub(super) type Through = (u64, Option<i64>);
@@ -43,12 +43,12 @@ impl CommitInFlight {
         store: &SharedStore,
         through: Through,
         received_s: Vec<f64>,
-    ) -> Result<CommitInFlight, AppError> {
+    ) -> Result<CommitInFlight, StageError> {
         let shared = store.clone();
         let handle = std::thread::Builder::new()
             .name("checkpoint-commit".into())
-            .spawn(move || super::commit_released(&shared, super::read(&shared)))
-            .map_err(|source| AppError::Io { path: "checkpoint-commit thread".into(), source })?;
+            .spawn(move || shared.commit_released(shared.read()))
+            .map_err(StageError::Thread)?;
         Ok(CommitInFlight { handle, through, received_s })
     }
 
@@ -59,10 +59,10 @@ impl CommitInFlight {
 
     /// Waits until the commit is done: what it was started with, or its error if it failed
     /// (the store is poisoned then).
-    pub(super) fn finish(self) -> Result<(Through, Vec<f64>), AppError> {
+    pub(super) fn finish(self) -> Result<(Through, Vec<f64>), StageError> {
         match self.handle.join() {
-            Ok(r) => r.map(|()| (self.through, self.received_s)).map_err(AppError::from),
-            Err(_) => Err(AppError::StageGone("checkpoint-commit")),
+            Ok(r) => r.map(|()| (self.through, self.received_s)).map_err(StageError::from),
+            Err(_) => Err(StageError::StageGone("checkpoint-commit")),
         }
     }
 }

@@ -12,9 +12,9 @@ use super::view::View;
 use super::AuditError;
 use crate::clock::{Clock, SystemClock};
 use crate::records::checkpoint::QuarantineEntry;
+use crate::records::journal::{JournalRecord, Origin};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::store::archive::{quarantine_key, QUARANTINE};
-use crate::store::{JournalRecord, Origin};
 use crate::timefmt::time_or;
 
 /// What to do with the quarantine.

@@ -189,7 +189,7 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
             key: "c/".into(),
             why: e.to_string(),
         })?;
-        let d = crate::decider::Decider::restore(config, &p.decider).map_err(|e| {
+        let d = crate::decide::Decider::restore(config, &p.decider).map_err(|e| {
             AuditError::Decode { what: "checkpoint", key: "c/".into(), why: e.to_string() }
         })?;
         watermarks = d.watermarks().map(|(m, w)| (m.to_string(), w)).collect();

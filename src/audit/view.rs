@@ -13,10 +13,11 @@ use std::collections::BTreeSet;
 use tokio::sync::mpsc;
 
 use super::AuditError;
-use crate::app::SharedStore;
+use crate::records::journal::{JournalRecord, Origin};
 use crate::records::ledger::{LedgerRecord, Operator};
 use crate::records::pruned::PrunedSummary;
-use crate::store::{JournalRecord, Origin, Store};
+use crate::store::SharedStore;
+use crate::store::Store;
 
 /// Ledger records read under one hold of the lock.
 pub const LEDGER_PAGE: usize = 4096;
@@ -39,7 +40,7 @@ pub struct DaemonView<'a> {
     pub store: &'a SharedStore,
     /// The decide stage's input: a released record is handed to it once journaled. Weak, so the
     /// control socket never keeps the decide stage alive at the end of a run.
-    pub decide: &'a mpsc::WeakSender<crate::app::decide_input::DecideBatch>,
+    pub decide: &'a mpsc::WeakSender<crate::decide::input::DecideBatch>,
     /// The control socket's peer.
     pub peer: Operator,
 }
@@ -165,7 +166,7 @@ impl View<'_> {
             View::Daemon(d) => {
                 let mut s = d.store.write();
                 let pos = s.append_journal_from(&[(at, origin, line)])?.start;
-                let s = parking_lot::RwLockWriteGuard::downgrade(s);
+                let s = s.downgrade();
                 s.commit()?;
                 drop(s);
                 Ok(pos)
@@ -217,7 +218,7 @@ mod tests {
         let direct = View::Own(&mut s).ledger().unwrap().records;
         assert_eq!(direct.len() as u64, n);
         assert_eq!(direct.iter().map(|(q, _)| *q).collect::<Vec<_>>(), (1..=n).collect::<Vec<_>>());
-        let shared: SharedStore = std::sync::Arc::new(parking_lot::RwLock::new(s));
+        let shared: SharedStore = SharedStore::new(s);
         let (tx, _rx) = mpsc::channel(1);
         let weak = tx.downgrade();
         let peer = Operator { uid: 1, gid: 1, pid: None, via_socket: true };
@@ -238,7 +239,7 @@ mod tests {
         s.prune_ledger(i64::MAX, (n / 2) as usize).unwrap();
         let through = s.pruned_summary().unwrap().through;
         assert!(through > 0);
-        let shared: SharedStore = std::sync::Arc::new(parking_lot::RwLock::new(s));
+        let shared: SharedStore = SharedStore::new(s);
         let (tx, _rx) = mpsc::channel(1);
         let weak = tx.downgrade();
         let peer = Operator { uid: 1, gid: 1, pid: None, via_socket: true };

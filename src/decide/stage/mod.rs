@@ -1,4 +1,5 @@
-//! The decide stage: a dedicated thread (sled and the decider are blocking work) that consumes
+//! The decide stage, the shell of the decide room: a dedicated thread (sled and the decider are
+//! blocking work) that consumes
 //! journal records in position order — first those after the checkpoint that were journaled
 //! before this start, then each batch the ingest tasks commit — decides them, and checkpoints
 //! its state, outbox, ledger and archive records in one batch every `commit_records` records
@@ -8,28 +9,47 @@
 //! meanwhile), then truncates the journal below what is still needed (after a commit on its own
 //! thread: in the next checkpoint's hold of the lock).
 
+mod checkpoint_commit;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use parking_lot::RwLockWriteGuard;
-
 use tokio::sync::{mpsc, Notify};
 
-use super::checkpoint_commit::{CommitInFlight, Through};
-use super::decide_input::DecideBatch;
-use super::outputs::Pending;
-use super::telemetry::Telemetry;
-use super::{lock, read, AppError, SharedStore};
+use super::input::DecideBatch;
+use super::outputs::{Archived, Pending};
+use super::{decide, Decider};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::decider::Decider;
 use crate::records::checkpoint::CheckpointPayload;
+use crate::records::journal::JournalRecord;
 use crate::records::outbox::OutboxRecord;
-use crate::store::{JournalRecord, Store};
+use crate::store::archive::{alert_key, quarantine_key};
+use crate::store::{SharedStore, Store, StoreError};
+use crate::telemetry::Telemetry;
+use checkpoint_commit::{CommitInFlight, Through};
+
+/// What stops the decide stage.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The checkpoint's commit could not get a thread of its own.
+    #[error("checkpoint-commit thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("the checkpoint's payload does not decode: {0}")]
+    Checkpoint(String),
+    #[error("outbox record {seq} does not decode: {why}")]
+    Outbox { seq: u64, why: String },
+    #[error("the {0} stage stopped unexpectedly")]
+    StageGone(&'static str),
+    #[error("fault injected at failpoint {point}")]
+    Injected { point: &'static str },
+}
 
 /// The decide stage's state between checkpoints.
 #[derive(Debug)]
-pub(super) struct DecideStage {
+pub(crate) struct DecideStage {
     store: SharedStore,
     decider: Decider,
     /// Per source, the offset after the last record decided.
@@ -70,7 +90,7 @@ pub(super) struct DecideStage {
     /// The rule this stage decides under, kept in every checkpoint.
     rule_version: String,
     /// The checkpoint's rule version when it differs from this one (`start` ledgers it).
-    pub(super) rule_changed: Option<String>,
+    pub(crate) rule_changed: Option<String>,
     /// The duplicate memory's pages beside the checkpoint.
     dedup_pages: DedupPages,
     /// The last checkpoint's commit, while it runs on its own thread.
@@ -78,14 +98,14 @@ pub(super) struct DecideStage {
 }
 
 /// Why a live sensor's samples stopped while the gateway was not running.
-pub(super) const GATEWAY_DOWN: &str = "gateway_down";
+const GATEWAY_DOWN: &str = "gateway_down";
 
 /// Whether the store's checkpoint restores under `config` (none restores trivially): a
 /// checkpoint that does not would stop every start, so `run` recovers the store instead.
-pub(super) fn check_checkpoint(config: &Config, store: &Store) -> Result<(), AppError> {
+pub(crate) fn check_checkpoint(config: &Config, store: &Store) -> Result<(), StageError> {
     if let Some(cp) = store.last_checkpoint()? {
         let p = CheckpointPayload::decode(&cp.decider)
-            .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+            .map_err(|e| StageError::Checkpoint(e.to_string()))?;
         let pages: Vec<(u64, Vec<u8>)> = store.dedup_pages().collect::<Result<_, _>>()?;
         restore_decider(config, &p.decider, &pages)?;
     }
@@ -94,13 +114,13 @@ pub(super) fn check_checkpoint(config: &Config, store: &Store) -> Result<(), App
 
 /// The decider of a checkpoint's snapshot, with the store's pages of its duplicate memory when
 /// the snapshot keeps that memory outside (`crate::rule::dedup`, `crate::store::DedupChange`).
-pub(crate) fn restore_decider(
+fn restore_decider(
     config: &Config,
     snapshot: &[u8],
     pages: &[(u64, Vec<u8>)],
-) -> Result<Decider, AppError> {
+) -> Result<Decider, StageError> {
     Decider::restore_with_dedup(config, snapshot, pages.iter().map(|(_, p)| p.as_slice()))
-        .map_err(|e| AppError::Checkpoint(e.to_string()))
+        .map_err(|e| StageError::Checkpoint(e.to_string()))
 }
 
 /// The most entries on one page of the duplicate memory: 6 120 bytes, so that, like every other
@@ -153,14 +173,14 @@ const MERGED_BATCHES: usize = 2;
 
 impl DecideStage {
     /// The stage restored from the store's checkpoint (a fresh decider when there is none).
-    pub(super) fn restore(
+    pub(crate) fn restore(
         config: &Config,
         store: SharedStore,
         outbox_grew: Arc<Notify>,
         telemetry: Telemetry,
-    ) -> Result<DecideStage, AppError> {
+    ) -> Result<DecideStage, StageError> {
         let (cp, warm_up_through, seq_marks, positions) = {
-            let s = read(&store);
+            let s = store.read();
             let marks: Vec<_> = s.seq_marks().collect::<Result<_, _>>()?;
             let positions = s.source_positions()?;
             let sensors = s.sensor_book()?;
@@ -182,7 +202,7 @@ impl DecideStage {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
                 let p = CheckpointPayload::decode(&cp.decider)
-                    .map_err(|e| AppError::Checkpoint(e.to_string()))?;
+                    .map_err(|e| StageError::Checkpoint(e.to_string()))?;
                 let d = restore_decider(config, &p.decider, &pages)?;
                 // A checkpoint written before versions were kept says nothing: adopted as is.
                 if !p.rule_version.is_empty() && p.rule_version != rule_version {
@@ -196,8 +216,9 @@ impl DecideStage {
             DedupPages { next: pages.last().map_or(1, |(n, _)| n + 1), ..DedupPages::default() };
         if decider.dedup_is_outside() {
             for (n, page) in &pages {
-                let latest = crate::rule::dedup::latest_per_machine(page)
-                    .map_err(|e| AppError::Checkpoint(format!("duplicate memory page {n}: {e}")))?;
+                let latest = crate::rule::dedup::latest_per_machine(page).map_err(|e| {
+                    StageError::Checkpoint(format!("duplicate memory page {n}: {e}"))
+                })?;
                 dedup_pages.held.push((*n, latest));
             }
         } else {
@@ -245,7 +266,7 @@ impl DecideStage {
     }
 
     /// Per source, the offset after the last record the checkpoint covers.
-    pub(super) fn offsets(&self) -> &BTreeMap<u16, u64> {
+    pub(crate) fn offsets(&self) -> &BTreeMap<u16, u64> {
         &self.offsets
     }
 
@@ -256,16 +277,16 @@ impl DecideStage {
     /// channel and left its records in the journal, or batches of two sources crossed) is
     /// preceded by the records of the hole, read from the journal; batches of records decided
     /// already are skipped. So records are always decided in journal order, each once.
-    pub(super) fn run(
+    pub(crate) fn run(
         mut self,
         catchup_end: u64,
         mut input: mpsc::Receiver<DecideBatch>,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), StageError> {
         let clock = SystemClock::new();
         let mut last_cp = clock.monotonic_ms();
         let heartbeat = self.telemetry.heartbeat.clone();
         heartbeat.set_pending(true);
-        crate::app::failpoint!("app::resume::before_catch_up");
+        failpoint!("app::resume::before_catch_up", crate::decide::stage::StageError);
         self.catch_up(catchup_end, &clock, &mut last_cp)?;
         self.continue_seqs();
         loop {
@@ -307,14 +328,14 @@ impl DecideStage {
         end: u64,
         clock: &SystemClock,
         last_cp: &mut i64,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), StageError> {
         loop {
             self.telemetry.metrics.set_catch_up_remaining(
                 end.saturating_sub(self.last_pos + 1)
                     .min(self.store.read().next_journal_pos().saturating_sub(self.last_pos + 1)),
             );
             let chunk: Vec<JournalRecord> = {
-                let store = read(&self.store);
+                let store = self.store.read();
                 let from = self.last_pos + 1;
                 let it = store.journal_records_from(from).take_while(|r| match r {
                     Ok(r) => r.pos < end,
@@ -345,16 +366,18 @@ impl DecideStage {
                 // Decided before the salvage: what it produced is in the salvaged outbox, ledger
                 // and archive already (or was acknowledged), so only the state is kept. Outputs
                 // of positions past the mark are new; docs/decisions.md, "Salvage".
-                Pending::default().decide_parsed(&mut self.decider, rec, parsed);
+                decide(&mut self.decider, &mut Pending::default(), rec, parsed);
                 self.pending.records += 1;
             } else {
                 self.continue_seqs();
-                self.pending.decide_parsed(&mut self.decider, rec, parsed);
+                decide(&mut self.decider, &mut self.pending, rec, parsed);
                 self.samples_taken(rec);
             }
             self.last_pos = rec.pos;
             self.last_at = Some(rec.at);
-            if let Some(o) = rec.origin.filter(|o| o.source != crate::store::Origin::RELEASED) {
+            if let Some(o) =
+                rec.origin.filter(|o| o.source != crate::records::journal::Origin::RELEASED)
+            {
                 // Records re-derived after a salvage lie below a kept position: never go back.
                 let offset = self.offsets.entry(o.source).or_insert(0);
                 *offset = (*offset).max(o.end_offset);
@@ -405,12 +428,12 @@ impl DecideStage {
     /// when `last`). With `defer` the commit runs on its own thread while the next records are
     /// decided ([`CommitInFlight`]); the previous checkpoint's commit is finished first, and
     /// what it allows ([`Self::housekeep`]) is done under this checkpoint's hold of the lock.
-    fn checkpoint(&mut self, last: bool, defer: bool) -> Result<(), AppError> {
+    fn checkpoint(&mut self, last: bool, defer: bool) -> Result<(), StageError> {
         let finished = self.finish_commit()?;
         if self.pending.is_empty() {
             if let Some(through) = finished.filter(|t| self.housekeeping_due(false, t.0)) {
                 let shared = self.store.clone();
-                self.housekeep(&mut lock(&shared), false, through)?;
+                self.housekeep(&mut shared.write(), false, through)?;
             }
             return Ok(());
         }
@@ -428,7 +451,7 @@ impl DecideStage {
     }
 
     /// Waits for the checkpoint commit in flight, if any, and reports it: what it covered.
-    fn finish_commit(&mut self) -> Result<Option<Through>, AppError> {
+    fn finish_commit(&mut self) -> Result<Option<Through>, StageError> {
         match self.in_flight.take() {
             Some(c) => {
                 let (through, received) = c.finish()?;
@@ -445,7 +468,7 @@ impl DecideStage {
         last: bool,
         defer: bool,
         finished: Option<Through>,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), StageError> {
         // Encoded before the lock is taken: the ingest and the forwarder need not wait for it.
         let payload = CheckpointPayload {
             decider: self.decider.snapshot(),
@@ -456,14 +479,15 @@ impl DecideStage {
         let dedup =
             self.dedup_pages.change(self.decider.take_dedup_page(), &self.decider.dedup_horizons());
         let shared = self.store.clone();
-        let mut store = lock(&shared);
+        let mut store = shared.write();
         if let Some(through) = finished {
             self.housekeep(&mut store, false, through)?;
         }
-        let (outbox, ledger, mut puts) =
+        let (outbox, ledger, archived) =
             self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq(), |frame| {
                 store.append_frame(frame)
             })?;
+        let mut puts: Vec<(Vec<u8>, Vec<u8>)> = archived.into_iter().map(archive_put).collect();
         puts.extend(self.offsets.iter().map(|(&s, &o)| crate::store::source_position_put(s, o)));
         for r in &ledger {
             self.sensors.absorb(r.at_ms, &r.entry);
@@ -484,11 +508,11 @@ impl DecideStage {
         // were decided from is durable, a crash before the commit decides them again (the same
         // alert ids and revisions, which consumers deduplicate), and it can apply their
         // acknowledgements only after the commit (that needs the lock exclusively).
-        let store = RwLockWriteGuard::downgrade(store);
+        let store = store.downgrade();
         if !outbox.is_empty() {
             self.outbox_grew.notify_one();
         }
-        crate::app::failpoint!("app::decide::before_commit");
+        failpoint!("app::decide::before_commit", crate::decide::stage::StageError);
         let received = std::mem::take(&mut self.received_s);
         let through = (self.last_pos, self.last_at);
         if defer {
@@ -496,10 +520,10 @@ impl DecideStage {
             self.in_flight = Some(CommitInFlight::start(&shared, through, received)?);
             return Ok(());
         }
-        super::commit_released(&shared, store)?;
+        shared.commit_released(store)?;
         self.committed(through, &received)?;
         if self.housekeeping_due(last, through.0) {
-            self.housekeep(&mut lock(&shared), last, through)?;
+            self.housekeep(&mut shared.write(), last, through)?;
         }
         Ok(())
     }
@@ -507,11 +531,11 @@ impl DecideStage {
     /// What follows a checkpoint's commit at once: its telemetry. `through`: the last position
     /// it covers and that record's ingest time; `received`: the receipt times of the batches it
     /// covers.
-    fn committed(&mut self, (_, last_at): Through, received: &[f64]) -> Result<(), AppError> {
-        crate::app::failpoint!("app::decide::after_checkpoint");
+    fn committed(&mut self, (_, last_at): Through, received: &[f64]) -> Result<(), StageError> {
+        failpoint!("app::decide::after_checkpoint", crate::decide::stage::StageError);
         let now = self.clock.monotonic_s();
         let latencies: Vec<f64> = received.iter().map(|t| (now - t).max(0.0)).collect();
-        self.telemetry.checkpointed(&self.decider, last_at, &latencies);
+        report_checkpoint(&self.telemetry, &self.decider, last_at, &latencies);
         self.telemetry.heartbeat.bump();
         Ok(())
     }
@@ -534,7 +558,7 @@ impl DecideStage {
         store: &mut Store,
         last: bool,
         (last_pos, last_at): Through,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), StageError> {
         let start = store.journal_start().max(self.floor);
         if !last && last_pos + 1 < start + self.commit_records as u64 {
             return Ok(());
@@ -557,7 +581,7 @@ impl DecideStage {
     /// The journal position of the oldest pending `Samples` outbox record. Samples records are
     /// added in journal order, so the first one in outbox order is the oldest; records only
     /// leave the outbox or join at its end, so a scan resumes where the last one found nothing.
-    fn oldest_referenced(&mut self, store: &Store) -> Result<Option<u64>, AppError> {
+    fn oldest_referenced(&mut self, store: &Store) -> Result<Option<u64>, StageError> {
         for r in store.outbox_pending_from(self.samples_scan_from) {
             let (seq, bytes) = r?;
             // After a long outage this passes every event queued before the oldest frame once:
@@ -567,7 +591,7 @@ impl DecideStage {
                 continue;
             }
             let rec = OutboxRecord::decode(&bytes)
-                .map_err(|e| AppError::Outbox { seq, why: e.to_string() })?;
+                .map_err(|e| StageError::Outbox { seq, why: e.to_string() })?;
             if let OutboxRecord::Samples { journal_pos, .. } = rec {
                 self.samples_scan_from = seq;
                 return Ok(Some(journal_pos));
@@ -575,6 +599,39 @@ impl DecideStage {
             self.samples_scan_from = seq + 1;
         }
         Ok(None)
+    }
+}
+
+/// Where an archive record goes in the store: its key and value.
+fn archive_put(a: Archived) -> (Vec<u8>, Vec<u8>) {
+    match a {
+        Archived::Alert { alert_id, revision, json } => (alert_key(&alert_id, revision), json),
+        Archived::Quarantined { id, entry } => (quarantine_key(id), entry),
+    }
+}
+
+/// What the decide stage reports after a checkpoint: `ingest_ms` is the ingest time of the last
+/// record it decided, `latencies_s` the time each batch it covers waited from its receipt to now.
+/// The decision counters (records, duplicates, late and too late, rejected by reason, alerts), the
+/// rule state, each machine's watermark and lag, and the processing latencies.
+fn report_checkpoint(
+    t: &Telemetry,
+    decider: &Decider,
+    ingest_ms: Option<i64>,
+    latencies_s: &[f64],
+) {
+    let m = &t.metrics;
+    // Before the counts: a scrape that sees a record counted sees its bound.
+    m.set_watermark_bounds(decider.bounds());
+    m.apply_counts(decider.counts());
+    let (size, open_frames) = decider.state_size();
+    m.set_rule_state(&size, open_frames);
+    if let Some(at) = ingest_ms {
+        m.set_watermarks(at, decider.watermarks());
+    }
+    t.note_watermarks(decider.watermarks());
+    for &s in latencies_s {
+        m.observe_processing_latency(s);
     }
 }
 

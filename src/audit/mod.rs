@@ -1,15 +1,22 @@
-//! The audit commands: `quarantine`, `explain`, `reconcile`, `inspect`, `status`, `dump`,
-//! `export`. Each
-//! works on a [`view::View`]: the store opened directly when no daemon holds it (sled's file lock:
-//! one process at a time), or the running daemon's store through the control socket
-//! (`crate::control`). Each writes its output to the writer it is given and returns its exit
-//! status, so the answers are the same either way.
+//! The audit room, the operator's read side: what the gateway holds, told to people. The
+//! commands `quarantine`, `explain`, `reconcile`, `inspect`, `status`, `dump` and `export`, the
+//! status page (`GET /` on the metrics listener), and the metrics sampler ([`sampler`]), which
+//! publishes the same facts as gauges.
+//!
+//! Each command works on a [`view::View`]: the store opened directly when no daemon holds it
+//! (sled's file lock: one process at a time), or the running daemon's store through the control
+//! socket (`crate::control`), given as the daemon's `crate::store::SharedStore` and the decide
+//! stage's input (a released record is handed to it). It never reaches into the daemon's wiring
+//! (`app`). Each writes its output to the writer it is given and returns its exit status,
+//! so the answers are the same either way. Reads only, except the quarantine's release and drop,
+//! which are ledgered with the operator who asked.
 
 pub mod explain;
 pub mod export;
 pub mod inspect;
 pub mod quarantine;
 pub mod reconcile;
+pub mod sampler;
 pub mod status;
 pub mod status_page;
 pub mod view;

@@ -15,14 +15,15 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use super::live::{ingest_live, Adapter, Holes, LiveItem, LiveParams, Now};
-use super::{AppError, SharedStore};
+use super::live::{ingest_live, Adapter, Holes, LiveItem, Now};
+use super::{IngestError, Params};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{BusSensor, SourceConfig};
 use crate::driver::adxl345::{Adxl345, RegisterAccess};
 use crate::source::bus::{self, BusOutput, BusReader};
 use crate::source::clock_quality::Adjtimex;
 use crate::source::modbus::poller::Backoff;
+use crate::store::SharedStore;
 use crate::telemetry::Metrics;
 
 /// Reason of the hole a bus fault leaves.
@@ -73,17 +74,20 @@ impl Adapter for BusAdapter {
 /// Runs the read loop of bus source `config` (i2c or spi) and ingests what it yields until
 /// `stop`.
 pub(super) async fn ingest(
-    p: LiveParams,
+    p: Params,
     config: SourceConfig,
     store: SharedStore,
-    tx: mpsc::Sender<crate::app::decide_input::DecideBatch>,
+    tx: mpsc::Sender<crate::decide::input::DecideBatch>,
     stop: watch::Receiver<bool>,
-) -> Result<(), AppError> {
+) -> Result<(), IngestError> {
     let sensor = match &config {
         SourceConfig::I2c(s) => s.sensor.clone(),
         SourceConfig::Spi(s) => s.sensor.clone(),
         other => {
-            return Err(AppError::UnsupportedSource { index: p.source.into(), kind: other.kind() })
+            return Err(IngestError::UnsupportedSource {
+                index: p.source.into(),
+                kind: other.kind(),
+            })
         }
     };
     let (bus_tx, bus_rx) = mpsc::channel(CHANNEL_RECORDS);
@@ -98,7 +102,7 @@ pub(super) async fn ingest(
         ingest_live(p, adapter, bus_rx, Box::new(SystemClock::new()), store, tx, stop).await;
     halt.store(true, Ordering::Relaxed);
     let joined = tokio::task::spawn_blocking(move || supervisor.join()).await?;
-    joined.map_err(|_| AppError::StageGone("bus source"))?;
+    joined.map_err(|_| IngestError::StageGone("bus source"))?;
     ended
 }
 

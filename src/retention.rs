@@ -1,7 +1,10 @@
-//! The retention budget in the daemon: every [`RETENTION_INTERVAL`], and once more when the
-//! pipeline stops, a task takes the store's lock and, when the directory is over
-//! `[store] max_bytes`, calls [`Store::shed_to_budget`] (`store/retention.rs`: oldest raw sample
-//! frames first, each shed range a `Shed` ledger record and a declared gap in the outbox).
+//! The retention room: the store's budget kept in the daemon. Every [`RETENTION_INTERVAL`], and
+//! once more when the pipeline stops, a task takes the store's lock and, when the directory is
+//! over `[store] max_bytes`, calls [`Store::shed_to_budget`] (`store/retention.rs`: oldest raw
+//! sample frames first, each shed range a `Shed` ledger record and a declared gap in the outbox).
+//! A shell of its own rather than part of `crate::store`: it decides what may go from the
+//! configuration, the archived alerts and the machines' watermarks (the telemetry's), which the
+//! store does not know; the store carries it out.
 //!
 //! What is protected ([`Evidence`]): raw samples are never shed when they are, or may still
 //! become, alert evidence —
@@ -13,6 +16,7 @@
 //!
 //! The same check first prunes the ledger's and the alert archive's history ([`prune`]), and
 //! over the budget trims the input's history (`store/history.rs`) before it sheds any frame.
+//! Every hour it also has sled write its page table snapshot ([`SLED_SNAPSHOT_EVERY`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,15 +24,21 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-#[cfg(test)]
-use super::read;
-use super::telemetry::Telemetry;
-use super::{lock, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::rule::alert::AlertRecord;
 use crate::store::archive::ALERTS;
-use crate::store::{ShedReport, Store};
+use crate::store::{SharedStore, ShedReport, Store, StoreError};
+use crate::telemetry::Telemetry;
+
+/// Why a check failed: logged, and the next check tries again.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("a pipeline task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// How often the budget is checked (the check is a walk of the store's directory).
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(1);
@@ -79,7 +89,7 @@ impl Evidence {
 }
 
 /// Every archived alert revision.
-fn archived_alerts(store: &Store) -> Result<Vec<AlertRecord>, AppError> {
+fn archived_alerts(store: &Store) -> Result<Vec<AlertRecord>, StoreError> {
     let mut out = Vec::new();
     for kv in store.archive_scan(ALERTS) {
         let (key, value) = kv?;
@@ -96,15 +106,15 @@ fn archived_alerts(store: &Store) -> Result<Vec<AlertRecord>, AppError> {
 }
 
 /// One check of the budget: sheds when the store is over it. `None` when within budget.
-pub(super) fn enforce(
+pub fn enforce(
     store: &SharedStore,
     config: &Config,
     telemetry: &Telemetry,
-) -> Result<Option<ShedReport>, AppError> {
+) -> Result<Option<ShedReport>, StoreError> {
     let max = config.store.max_bytes;
     // A batch at a time, the lock released between them, until the history is caught up.
-    while prune(&mut lock(store), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
-    let mut s = lock(store);
+    while prune(&mut store.write(), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
+    let mut s = store.write();
     let size = s.disk_usage()?;
     if size <= max {
         return Ok(None);
@@ -156,11 +166,7 @@ pub(super) fn enforce(
 /// (`store/prune.rs`), at most [`PRUNE_PER_CHECK`] at once; returns how many. The horizon
 /// follows ingest time, not the wall clock, so a trace replayed at speed keeps the same history
 /// as the live gateway.
-pub(super) fn prune(
-    s: &mut Store,
-    config: &Config,
-    telemetry: &Telemetry,
-) -> Result<u64, AppError> {
+pub fn prune(s: &mut Store, config: &Config, telemetry: &Telemetry) -> Result<u64, StoreError> {
     let Some(newest) = s.newest_decision_ms()? else { return Ok(0) };
     let report = s.prune_ledger(newest.saturating_sub(config.store.history_ms), PRUNE_PER_CHECK)?;
     if report.ledger_records > 0 {
@@ -188,7 +194,7 @@ pub const SLED_SNAPSHOT_EVERY: Duration = Duration::from_secs(3600);
 /// [`SLED_SNAPSHOT_EVERY`] has sled write its snapshot (at the first check after that when an
 /// iterator of the store was out). A failed check is logged and tried again (a store that failed
 /// a write is poisoned and stops the decide stage anyway).
-pub(super) async fn retention_loop(
+pub async fn retention_loop(
     store: SharedStore,
     config: Arc<Config>,
     telemetry: Telemetry,
@@ -214,11 +220,11 @@ async fn snapshot_sled(store: &SharedStore) -> bool {
     let store = store.clone();
     let r = tokio::task::spawn_blocking(move || {
         let clock = SystemClock::new();
-        let done = lock(&store).snapshot_sled()?;
+        let done = store.write().snapshot_sled()?;
         Ok::<_, crate::store::StoreError>(done.then(|| clock.monotonic_ms()))
     })
     .await;
-    match r.map_err(AppError::from).and_then(|r| r.map_err(AppError::from)) {
+    match r.map_err(CheckError::from).and_then(|r| r.map_err(CheckError::from)) {
         Ok(Some(took_ms)) => {
             tracing::info!(
                 took_ms,
@@ -238,10 +244,10 @@ async fn snapshot_sled(store: &SharedStore) -> bool {
 }
 
 /// One [`enforce`] on a blocking thread; errors are logged.
-pub(super) async fn run_once(store: &SharedStore, config: &Arc<Config>, telemetry: &Telemetry) {
+pub async fn run_once(store: &SharedStore, config: &Arc<Config>, telemetry: &Telemetry) {
     let (store, config, t) = (store.clone(), config.clone(), telemetry.clone());
     let r = tokio::task::spawn_blocking(move || enforce(&store, &config, &t)).await;
-    if let Err(e) = r.map_err(AppError::from).and_then(|r| r) {
+    if let Err(e) = r.map_err(CheckError::from).and_then(|r| r.map_err(CheckError::from)) {
         tracing::error!(error = %e, "retention: the budget check failed");
     }
 }
@@ -260,7 +266,7 @@ mod tests {
         let mut s = Store::open(tmp.path(), crate::store::StoreOptions::default()).unwrap();
         s.append_journal(&[(1, b"a line".to_vec())]).unwrap();
         s.checkpoint(1, b"decider", &[b"a record".to_vec()]).unwrap();
-        let store: SharedStore = Arc::new(parking_lot::RwLock::new(s));
+        let store = SharedStore::new(s);
         let config = Arc::new(Config::for_replay_defaults("gw"));
         let (stop_tx, stop) = watch::channel(false);
         let opened = newest_snapshot(tmp.path());
@@ -272,14 +278,14 @@ mod tests {
         let first = newest_snapshot(tmp.path());
         assert!(first > opened, "an hour: {opened:?} -> {first:?}");
         // An iterator out holds the next one back; it follows at the first check after.
-        lock(&store).checkpoint(1, b"decider 2", &[b"another".to_vec()]).unwrap();
-        let walk = read(&store).outbox_pending();
+        store.write().checkpoint(1, b"decider 2", &[b"another".to_vec()]).unwrap();
+        let walk = store.read().outbox_pending();
         tokio::time::sleep(SLED_SNAPSHOT_EVERY + RETENTION_INTERVAL * 5).await;
         assert_eq!(newest_snapshot(tmp.path()), first, "held back by the walk");
         assert_eq!(walk.count(), 2);
         tokio::time::sleep(RETENTION_INTERVAL).await;
         assert!(newest_snapshot(tmp.path()) > first, "after the walk");
-        assert_eq!(read(&store).outbox_pending().count(), 2);
+        assert_eq!(store.read().outbox_pending().count(), 2);
         stop_tx.send(true).unwrap();
         task.await.unwrap();
     }

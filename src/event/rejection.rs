@@ -1,4 +1,6 @@
-//! Why a record was rejected (docs/contracts.md section 7). The list may grow; two reasons are never merged.
+//! Why a record was rejected (docs/contracts.md section 7): the reasons the event contract names,
+//! and a rejection with its sentence. The list may grow; two reasons are never merged. Parsing
+//! (`parse`), stamping, the rule and the decider reject with these; the quarantine keeps them.
 
 use serde::{Deserialize, Serialize};
 

@@ -10,11 +10,11 @@ use embedded_hal_mock::eh1::i2c::{Mock as I2cMock, Transaction as I2cTx};
 use tokio::sync::Notify;
 
 use super::*;
-use crate::app::decide_stage::DecideStage;
-use crate::app::live_bus::BusAdapter;
 use crate::clock::ManualClock;
 use crate::config::{Config, SourceConfig};
+use crate::decide::stage::DecideStage;
 use crate::driver::adxl345::{Adxl345, I2cAddress};
+use crate::ingest::bus::BusAdapter;
 use crate::records::ledger::LedgerEntry;
 use crate::records::outbox::OutboxRecord;
 use crate::source::bus::{spawn, BusReader};
@@ -107,16 +107,14 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     let (bus_tx, bus_rx) = mpsc::channel(64);
     let bus = spawn(reader, bus_tx, Arc::new(AtomicBool::new(false)));
 
-    let store: SharedStore = Arc::new(parking_lot::RwLock::new(
-        Store::open(&config.store.path, StoreOptions::default()).unwrap(),
-    ));
+    let store = SharedStore::new(Store::open(&config.store.path, StoreOptions::default()).unwrap());
     // Room for one batch, and nobody reading yet: the ingest must not wait for the decide stage.
     let (tx, rx) = mpsc::channel(1);
     let (_stop_tx, stop) = watch::channel(false);
-    let telemetry = crate::app::telemetry::Telemetry::new();
-    let p = LiveParams {
+    let telemetry = crate::telemetry::Telemetry::new();
+    let p = Params {
         source: 0,
-        journaled: 0,
+        resume_at: 0,
         commit_records: 8,
         commit_interval_ms: 50,
         telemetry: telemetry.clone(),
@@ -134,7 +132,7 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
         &config,
         store.clone(),
         Arc::new(Notify::new()),
-        crate::app::telemetry::Telemetry::new(),
+        crate::telemetry::Telemetry::new(),
     )
     .unwrap();
     tokio::task::spawn_blocking(move || stage.run(1, rx)).await.unwrap().unwrap();

@@ -1,106 +1,40 @@
-//! The daemon's telemetry around the pipeline (`crate::telemetry` has the building blocks):
-//!
-//! - [`Telemetry`]: the [`Metrics`] handle, the watchdog [`Heartbeat`] and the machines' latest
-//!   watermarks, shared by the stages. The decide stage reports after every checkpoint
-//!   ([`Telemetry::checkpointed`]): the decision counters (records, duplicates, late and too late,
-//!   rejected by reason, alerts), the rule state, each machine's watermark and lag, and the
-//!   processing latency of the batches the checkpoint covers.
-//! - [`sample_loop`]: every [`SAMPLE_INTERVAL`] (less often while a large outbox makes a look
-//!   long), what only the store knows — outbox depth by kind (records and bytes), the backlog's
-//!   drain rate and ETA, the store's bytes on disk and its fsync count — the MQTT forwarder's
-//!   counters ([`ForwardStats`]: connection state, attempts, sessions, PUBLISHes, PUBACKs, in
-//!   flight), and the gateway clock's state from the kernel (`adjtimex`).
-//! - Where the work happens: the journal's group commits time themselves
-//!   ([`Telemetry::journal_committed`]), and bus sources count their FIFO overruns
-//!   (`super::live_bus`).
-//! - [`bind_metrics`] and [`crate::telemetry::http::serve`]: `GET /metrics` on `[metrics] listen`.
+//! The metrics sampler ([`sample_loop`]), the read side's window for Prometheus: every
+//! [`SAMPLE_INTERVAL`] (less often while a large outbox makes a look long), what only the store
+//! knows — outbox depth by kind (records and bytes), the backlog's drain rate and ETA, each
+//! sensor's state, the quarantine, the store's bytes on disk and its fsync count — the MQTT
+//! forwarder's counters (`crate::telemetry::ForwardStats`: connection state, attempts, sessions,
+//! PUBLISHes, PUBACKs, in flight), and the gateway clock's state from the kernel (`adjtimex`).
+//! It is part of the read side because it tells people what `status` tells them (the same sensor
+//! rows), as gauges.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::{read, AppError, SharedStore};
 use crate::clock::{Clock, SystemClock};
-use crate::decider::Decider;
-use crate::event::ClockState;
-use crate::forward::ForwardStats;
 use crate::records::outbox::{Bulk, OutboxRecord};
+use crate::store::{SharedStore, StoreError};
 use crate::telemetry::drain::DrainRate;
-use crate::telemetry::watchdog::Heartbeat;
-use crate::telemetry::{BrokerState, Metrics, OutboxKind};
+use crate::telemetry::{OutboxKind, Telemetry};
 
 /// How often [`sample_loop`] reads the store and the kernel clock.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Why a look at the store failed: logged, and the next look tries again.
+#[derive(Debug, thiserror::Error)]
+enum LookError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("outbox record {seq} does not decode: {why}")]
+    Outbox { seq: u64, why: String },
+    #[error("a pipeline task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// The drain rate's sliding window.
 const DRAIN_WINDOW_MS: i64 = 30_000;
-
-/// What the stages share for telemetry. Cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct Telemetry {
-    pub metrics: Metrics,
-    pub heartbeat: Heartbeat,
-    /// The MQTT forwarder's counters (it updates them; [`sample_loop`] publishes them).
-    pub forward: Arc<ForwardStats>,
-    /// Each machine's latest watermark (event time, ms), as of the last checkpoint.
-    watermarks: Arc<Mutex<BTreeMap<String, i64>>>,
-    /// The outbox's drain rate (records per second, as f64 bits), as of the last look.
-    drain_rate: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Telemetry {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The decide stage wrote a checkpoint: `ingest_ms` is the ingest time of the last record it
-    /// decided, `latencies_s` the time each batch it covers waited from its receipt to now.
-    pub(super) fn checkpointed(
-        &self,
-        decider: &Decider,
-        ingest_ms: Option<i64>,
-        latencies_s: &[f64],
-    ) {
-        let m = &self.metrics;
-        // Before the counts: a scrape that sees a record counted sees its bound.
-        m.set_watermark_bounds(decider.bounds());
-        m.apply_counts(decider.counts());
-        let (size, open_frames) = decider.state_size();
-        m.set_rule_state(&size, open_frames);
-        if let Some(at) = ingest_ms {
-            m.set_watermarks(at, decider.watermarks());
-        }
-        if let Ok(mut w) = self.watermarks.lock() {
-            for (machine, wm) in decider.watermarks() {
-                if let Some(wm) = wm {
-                    w.insert(machine.to_owned(), wm);
-                }
-            }
-        }
-        for &s in latencies_s {
-            m.observe_processing_latency(s);
-        }
-    }
-
-    /// One journal group commit (append, flush, fsync) took `seconds`.
-    pub(super) fn journal_committed(&self, seconds: f64) {
-        self.metrics.observe_journal_commit(seconds.max(0.0));
-    }
-
-    /// Outbox records removed per second over the last 30 s, as of the last look.
-    pub fn drain_rate(&self) -> f64 {
-        f64::from_bits(self.drain_rate.load(Ordering::Relaxed))
-    }
-
-    /// Each machine's latest watermark.
-    pub(super) fn watermarks(&self) -> BTreeMap<String, i64> {
-        self.watermarks.lock().map(|w| w.clone()).unwrap_or_default()
-    }
-}
 
 /// What one look at the store found.
 #[derive(Debug, Default, PartialEq)]
@@ -122,9 +56,9 @@ struct StoreSample {
 /// is safe to read beside writers), up to the records that existed while it was held. A backlog of
 /// a day is over a million records: walking it held the pipeline's checkpoints for most of
 /// every second.
-fn sample_store(store: &SharedStore) -> Result<StoreSample, AppError> {
+fn sample_store(store: &SharedStore) -> Result<StoreSample, LookError> {
     let (records, next, disk_bytes, undecided, quarantine, sensors) = {
-        let s = read(store);
+        let s = store.read();
         let undecided = s.next_journal_pos().saturating_sub(1).saturating_sub(s.checkpoint_pos());
         (
             s.outbox_pending(),
@@ -149,7 +83,7 @@ fn tally_outbox(
     records: impl Iterator<Item = Result<(u64, Vec<u8>), crate::store::StoreError>>,
     next: u64,
     disk_bytes: u64,
-) -> Result<StoreSample, AppError> {
+) -> Result<StoreSample, LookError> {
     let mut s = StoreSample { disk_bytes, ..StoreSample::default() };
     let mut pending = 0u64;
     for r in records {
@@ -163,7 +97,7 @@ fn tally_outbox(
             Some(Bulk::Samples) => OutboxKind::Samples,
             None => OutboxKind::of(
                 &OutboxRecord::decode(&bytes)
-                    .map_err(|e| AppError::Outbox { seq, why: e.to_string() })?,
+                    .map_err(|e| LookError::Outbox { seq, why: e.to_string() })?,
             ),
         };
         let e = s.outbox.entry(kind).or_insert((0, 0));
@@ -186,32 +120,9 @@ fn next_look_ms(started_ms: i64, took_ms: i64) -> i64 {
 /// See [`next_look_ms`].
 const LOOK_DUTY: i64 = 20;
 
-/// The forwarder's counters as the metrics take them.
-fn broker_state(f: &ForwardStats) -> BrokerState {
-    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    BrokerState {
-        connected: f.connected.load(Ordering::Relaxed),
-        attempts: n(&f.attempts),
-        connects: n(&f.connects),
-        disconnects: n(&f.disconnects),
-        publishes: n(&f.publishes),
-        acknowledged: n(&f.acknowledged),
-        in_flight: f.in_flight.load(Ordering::Relaxed) as u64,
-    }
-}
-
-/// The gateway clock's state from the kernel: synced while NTP disciplines it.
-pub fn kernel_clock_state() -> ClockState {
-    match crate::source::clock_quality::read_adjtimex() {
-        Ok(k) if k.synchronised() => ClockState::Synced,
-        Ok(_) => ClockState::Unsynced,
-        Err(_) => ClockState::Unknown,
-    }
-}
-
 /// Updates the store and clock gauges every [`SAMPLE_INTERVAL`] until `stop`. A failed look is
 /// logged and tried again at the next interval (a broken store stops the decide stage anyway).
-pub(super) async fn sample_loop(
+pub async fn sample_loop(
     store: SharedStore,
     telemetry: Telemetry,
     config: Arc<crate::config::Config>,
@@ -227,7 +138,7 @@ pub(super) async fn sample_loop(
                 let shared = store.clone();
                 let s = tokio::task::spawn_blocking(move || sample_store(&shared)).await;
                 look_at_ms = next_look_ms(started, clock.monotonic_ms() - started);
-                Some(s.map_err(AppError::from).and_then(|r| r))
+                Some(s.map_err(LookError::from).and_then(|r| r))
             }
             false => None, // the last look's gauges stand
         };
@@ -242,14 +153,14 @@ pub(super) async fn sample_loop(
                     backlog += records;
                 }
                 let rate = drain.observe(clock.monotonic_ms(), s.removed_total);
-                telemetry.drain_rate.store(rate.to_bits(), Ordering::Relaxed);
+                telemetry.set_drain_rate(rate);
                 m.set_replay_progress(backlog, rate);
                 m.set_store_bytes(s.disk_bytes);
                 m.set_journal_undecided(s.undecided);
                 m.set_quarantine(s.quarantine.0, s.quarantine.1);
                 let wall = SystemClock::new().now_ms();
-                let now = super::audit::status::reference_time(&s.sensors, &config, Some(wall));
-                for r in super::audit::status::sensor_rows(&s.sensors, &config, now) {
+                let now = super::status::reference_time(&s.sensors, &config, Some(wall));
+                for r in super::status::sensor_rows(&s.sensors, &config, now) {
                     m.set_sensor(&r.machine, &r.sensor, r.state.as_str(), r.last_ts_ms);
                 }
             }
@@ -257,28 +168,12 @@ pub(super) async fn sample_loop(
         }
         let m = &telemetry.metrics;
         m.set_fsyncs(crate::store::fsyncs_total());
-        m.set_broker(&broker_state(&telemetry.forward));
-        m.set_clock_state(kernel_clock_state());
-        super::memory::release_free_memory();
+        m.set_broker(&telemetry.forward.state());
+        m.set_clock_state(crate::source::clock_quality::kernel_clock_state());
+        crate::memory::release_free_memory();
         tokio::select! {
             _ = tokio::time::sleep(SAMPLE_INTERVAL) => {}
             _ = stop.wait_for(|s| *s) => return,
-        }
-    }
-}
-
-/// Binds `[metrics] listen`. A failure is logged, not fatal: the gateway's data path matters more
-/// than its scrape endpoint (and a second instance, or a test, may hold the port).
-pub(super) async fn bind_metrics(listen: &str) -> Option<TcpListener> {
-    match TcpListener::bind(listen).await {
-        Ok(l) => {
-            let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| listen.into());
-            tracing::info!(%addr, "metrics at http://{addr}/metrics");
-            Some(l)
-        }
-        Err(e) => {
-            tracing::error!(listen, error = %e, "metrics endpoint not served: cannot bind");
-            None
         }
     }
 }
@@ -292,7 +187,7 @@ mod tests {
     fn a_sample_counts_the_outbox_by_kind_and_what_left_it() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("db"), StoreOptions::default()).unwrap();
-        let store: SharedStore = Arc::new(parking_lot::RwLock::new(s));
+        let store = SharedStore::new(s);
         let samples = OutboxRecord::Samples {
             machine: "m".into(),
             sensor: "s".into(),
@@ -354,26 +249,5 @@ mod tests {
         assert_eq!(next_look_ms(10_000, 3), 11_000, "a quick look: the next interval");
         assert_eq!(next_look_ms(10_000, 50), 11_000);
         assert_eq!(next_look_ms(10_000, 400), 18_000, "a 400 ms look: 1/20 of the time");
-    }
-
-    #[test]
-    fn the_forwarders_counters_become_the_broker_state() {
-        let f = ForwardStats::default();
-        f.attempts.store(2, Ordering::Relaxed);
-        f.connects.store(1, Ordering::Relaxed);
-        f.connected.store(true, Ordering::Relaxed);
-        f.publishes.store(9, Ordering::Relaxed);
-        f.acknowledged.store(7, Ordering::Relaxed);
-        f.in_flight.store(2, Ordering::Relaxed);
-        let want = BrokerState {
-            connected: true,
-            attempts: 2,
-            connects: 1,
-            disconnects: 0,
-            publishes: 9,
-            acknowledged: 7,
-            in_flight: 2,
-        };
-        assert_eq!(broker_state(&f), want);
     }
 }

@@ -17,13 +17,14 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::live::{ingest_live, Adapter, Holes, LiveItem, LiveParams, Now};
-use super::{AppError, SharedStore};
+use super::live::{ingest_live, Adapter, Holes, LiveItem, Now};
+use super::{IngestError, Params};
 use crate::clock::SystemClock;
 use crate::config::ModbusSource;
 use crate::source::clock_quality::{Adjtimex, KernelClock};
 use crate::source::modbus::{ModbusOutput, PollStats};
 use crate::stamp::clock::{ClockModel, ClockModelConfig, ClockReading, KernelEvidence};
+use crate::store::SharedStore;
 
 /// Reason of a gap left by polls without an answer.
 pub(super) const NO_ANSWER: &str = "no_answer";
@@ -132,12 +133,12 @@ impl<K: KernelClock + 'static> Adapter for ModbusAdapter<K> {
 
 /// Runs the poller of source `p.source` and ingests what it yields until `stop`.
 pub(super) async fn ingest(
-    p: LiveParams,
+    p: Params,
     source: ModbusSource,
     store: SharedStore,
-    tx: mpsc::Sender<crate::app::decide_input::DecideBatch>,
+    tx: mpsc::Sender<crate::decide::input::DecideBatch>,
     stop: watch::Receiver<bool>,
-) -> Result<(), AppError> {
+) -> Result<(), IngestError> {
     let clock = SystemClock::new();
     let adapter = ModbusAdapter::new(&source, Adjtimex, Now::read(&clock));
     let (poll_tx, poll_rx) = mpsc::channel(64);

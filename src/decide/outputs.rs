@@ -1,9 +1,11 @@
-//! What one journal record decides into: outbox records, ledger records and archive records,
-//! gathered until the next checkpoint. Pure: no store, no clock (ingest time is the record's).
+//! What one journal record's decisions ([`Decided`]) become: outbox records, ledger records and
+//! archive records, gathered until the next checkpoint. Pure: no store, no clock (ingest time is
+//! the record's), no deciding (the decider has decided; this only maps).
 //!
 //! Outbox and ledger sequences are only known when the checkpoint is written (another writer,
 //! such as shedding, may add records meanwhile), so records are gathered with sequences relative
-//! to the checkpoint batch and [`Pending::finish`] adds the bases.
+//! to the checkpoint batch and [`Pending::finish`] adds the bases. Where the archive records go
+//! (their keys) is the store's business: they leave here as [`Archived`] values.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -11,19 +13,16 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::decide_input::ParsedLine;
-use crate::decider::{kind_name, Decider, LineError, Outcome};
+use super::decider::{kind_name, Decided, LineError, Outcome};
 use crate::event::parse::member_span;
+use crate::event::rejection::Rejection;
 use crate::event::Event;
 use crate::records::checkpoint::QuarantineEntry;
+use crate::records::journal::JournalRecord;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{encode_event_with_at, FrameRef, OutboxRecord};
-use crate::records::quarantine::Rejection;
 use crate::records::samples_codec::encode_block;
 use crate::rule::alert::AlertRecord;
-use crate::store::archive::{alert_key, quarantine_key};
-use crate::store::{JournalRecord, Origin};
-use crate::trace::parse::parse_line_and_event_span;
 use crate::trace::{Arrival, TraceLine};
 
 /// Outputs gathered since the last checkpoint.
@@ -32,8 +31,8 @@ pub struct Pending {
     outbox: Vec<Queued>,
     /// Ledger records; `outbox_seq` fields are indexes into `outbox` until `finish`.
     ledger: Vec<LedgerRecord>,
-    /// Alert archive records `(key, json)`.
-    alerts: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Alert archive records.
+    alerts: Vec<Archived>,
     /// Quarantined records with the index of their `Quarantined` ledger record.
     quarantine: Vec<(usize, QuarantineEntry)>,
     /// Journal records decided.
@@ -56,8 +55,18 @@ enum Queued {
     Record(OutboxRecord),
 }
 
-/// One checkpoint batch: encoded outbox records, ledger records, archive puts.
-pub type Batch = (Vec<Vec<u8>>, Vec<LedgerRecord>, Vec<(Vec<u8>, Vec<u8>)>);
+/// One checkpoint batch: encoded outbox records, ledger records, archive records.
+pub type Batch = (Vec<Vec<u8>>, Vec<LedgerRecord>, Vec<Archived>);
+
+/// A record for the store's archives, beside the outbox and the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Archived {
+    /// An alert record revision, as JSON.
+    Alert { alert_id: String, revision: u32, json: Vec<u8> },
+    /// A rejected record kept in quarantine under its id (its `Quarantined` ledger sequence),
+    /// encoded.
+    Quarantined { id: u64, entry: Vec<u8> },
+}
 
 /// The `event` member of a trace line, as its original bytes.
 #[derive(Deserialize)]
@@ -100,7 +109,7 @@ impl Pending {
         }
         let mut puts = std::mem::take(&mut self.alerts);
         for (i, q) in std::mem::take(&mut self.quarantine) {
-            puts.push((quarantine_key(ledger_base + i as u64), q.encode()));
+            puts.push(Archived::Quarantined { id: ledger_base + i as u64, entry: q.encode() });
         }
         let outbox = std::mem::take(&mut self.outbox)
             .into_iter()
@@ -129,44 +138,16 @@ impl Pending {
         self.outbox.push(Queued::Record(OutboxRecord::Gap(gap)));
     }
 
-    /// Decides journal record `rec` with `decider` (which must be reporting) and gathers what
-    /// it produced. A record released from quarantine is decided at its new ingest time.
-    pub fn decide(&mut self, decider: &mut Decider, rec: &JournalRecord) {
-        self.decide_parsed(decider, rec, None);
-    }
-
-    /// [`Pending::decide`], with the record's line parsed already when `parsed` is given (by
-    /// [`parse_line_and_event_span`], as `decide_input` does).
-    pub fn decide_parsed(
-        &mut self,
-        decider: &mut Decider,
-        rec: &JournalRecord,
-        parsed: Option<ParsedLine>,
-    ) {
-        // The decide stage's span: the record's journal position, and the event ID it carried
-        // once known (each event derived from raw samples is reported inside it).
-        let span =
-            tracing::trace_span!("decide", journal_pos = rec.pos, event_id = tracing::field::Empty);
-        let _entered = span.enter();
+    /// Gathers what journal record `rec` decided into ([`super::Decider::record`]). Inside the
+    /// decide stage's span, the line's own accepted event's ID is recorded on it.
+    pub fn add(&mut self, rec: &JournalRecord, decided: Decided) {
+        let Decided { at, mut parsed, event_span, result, outcomes, rejected_derived, alerts } =
+            decided;
         self.records += 1;
-        let (mut parsed, event_span) =
-            parsed.unwrap_or_else(|| parse_line_and_event_span(&rec.line));
-        if rec.origin.is_some_and(|o| o.source == Origin::RELEASED) {
-            match &mut parsed {
-                Ok(tl) => tl.at = rec.at,
-                Err((at, _)) => *at = Some(rec.at),
-            }
-        }
-        let mut alerts = Vec::new();
-        let result = decider.line(&parsed, &mut alerts);
-        let at = match &parsed {
-            Ok(tl) => tl.at,
-            Err((at, _)) => at.unwrap_or(rec.at),
-        };
-        for outcome in decider.take_outcomes() {
+        for outcome in outcomes {
             self.outcome(outcome, at, rec, event_span.clone(), &mut parsed);
         }
-        for (ev, why) in decider.take_rejected_derived() {
+        for (ev, why) in rejected_derived {
             let raw = serde_json::to_vec(&ev).unwrap_or_default();
             self.quarantined(at, rec.pos, &why, raw, true);
         }
@@ -276,7 +257,8 @@ impl Pending {
 
     fn alert(&mut self, a: AlertRecord, at: i64) {
         let json = serialise(&a);
-        self.alerts.push((alert_key(&a.alert_id, a.revision), json.clone()));
+        let (alert_id, revision) = (a.alert_id.clone(), a.revision);
+        self.alerts.push(Archived::Alert { alert_id, revision, json: json.clone() });
         self.ledger.push(LedgerRecord::new(
             at,
             LedgerEntry::Alert {
@@ -331,7 +313,9 @@ fn serialise<T: serde::Serialize>(v: &T) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::telemetry::captured::trace_of;
+    use crate::decide::{decide, Decider};
+    use crate::records::journal::Origin;
+    use crate::trace::parse::parse_line_and_event_span;
 
     /// The event's bytes found by the scanner are those serde_json borrows, and where the
     /// scanner gives up, serde_json answers.
@@ -380,7 +364,7 @@ mod tests {
             let rec = JournalRecord { pos: 1, at: 1, origin: None, line: line.into_bytes() };
             let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
             let mut pending = Pending::default();
-            pending.decide(&mut decider, &rec);
+            decide(&mut decider, &mut pending, &rec, None);
             let want = crate::records::outbox::event_json_with_at(event.as_bytes(), 1700000000300);
             let (outbox, _, _) = pending.finish(0, 0, |_| Ok::<_, ()>(None)).unwrap();
             let records: Vec<_> = outbox.iter().map(|b| OutboxRecord::decode(b).unwrap()).collect();
@@ -391,7 +375,7 @@ mod tests {
         }
     }
 
-    /// A record decides the same whether its line comes parsed (by the ingest, `decide_input`)
+    /// A record decides the same whether its line comes parsed (by the ingest, `super::input`)
     /// or not: events, a duplicate, a tick, a rejected line, and a record released from
     /// quarantine, whose ingest time is its own and not its line's.
     #[test]
@@ -428,7 +412,7 @@ mod tests {
             let mut pending = Pending::default();
             for rec in &records {
                 let parsed = given.then(|| parse_line_and_event_span(&rec.line));
-                pending.decide_parsed(&mut decider, rec, parsed);
+                decide(&mut decider, &mut pending, rec, parsed);
             }
             let (outbox, ledger, puts) = pending.finish(0, 0, |_| Ok::<_, ()>(None)).unwrap();
             (outbox, ledger.iter().map(|r| r.encode()).collect::<Vec<_>>(), puts)
@@ -437,18 +421,5 @@ mod tests {
         assert!(outbox.len() >= 4, "four events accepted, one a duplicate");
         assert!(!puts.is_empty(), "the line that is not JSON is quarantined");
         assert_eq!(decide_all(true), (outbox, ledger, puts));
-    }
-
-    /// The decide stage's span carries the record's journal position and the event's ID.
-    #[test]
-    fn the_decide_span_names_the_journal_position_and_the_event() {
-        let line = br#"{"at": 1700000000300, "kind": "event", "event": {"event_id": "press-1.s1.1", "machine": "press-1", "sensor": "s1", "seq": 1, "ts_ms": 1700000000000, "clock": {"state": "synced"}, "metric": "accel_rms", "value": 0.2, "unit": "g", "schema": 1, "quality": "good"}}"#;
-        let rec =
-            JournalRecord { pos: 7, at: 1_700_000_000_300, origin: None, line: line.to_vec() };
-        let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
-        let mut pending = Pending::default();
-        let ((), text) = trace_of(|| pending.decide(&mut decider, &rec));
-        assert!(text.contains("decide{journal_pos=7 event_id=\"press-1.s1.1\"}"), "{text}");
-        assert_eq!(pending.records, 1);
     }
 }

@@ -13,7 +13,7 @@
 //!   answer) goes straight to the outbox (`gaps/{sensor}`) with a `GapDeclared` ledger record; a
 //!   clock step becomes a `ClockStep` ledger record.
 //!
-//! Lines are group-committed as the trace ingest does ([`super::ingest::journal`]): every
+//! Lines are group-committed as the trace ingest does ([`super::journal`]): every
 //! `commit_records` lines or `commit_interval` after the first pending one. Only then are they
 //! offered to the decide stage, **without waiting**: when its channel is full the records stay in
 //! the journal and the decide stage reads them from there (it fills any hole in positions from
@@ -27,15 +27,15 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Duration, Instant};
 
-use super::decide_input::DecideBatch;
-use super::ingest::{journal, Line};
-use super::{lock, AppError, SharedStore};
+use super::{journal, IngestError, Line, Params};
 use crate::clock::Clock;
+use crate::decide::input::DecideBatch;
 use crate::event::{ClockEvidence, Unit};
+use crate::records::journal::Origin;
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::records::outbox::{GapNotice, GapRange};
 use crate::stamp::clock::ClockStep;
-use crate::store::Origin;
+use crate::store::SharedStore;
 use crate::trace::SamplesRecord;
 
 /// How often the task looks at an idle source (ticks, outage declarations).
@@ -69,21 +69,6 @@ pub(super) trait Adapter: Send + 'static {
     fn convert(&mut self, item: Self::Item, now: Now, out: &mut Vec<LiveItem>);
     /// Called about every [`TICK_MS`] whatever arrived (outage detection).
     fn idle(&mut self, now: Now, out: &mut Vec<LiveItem>);
-}
-
-/// How a live ingest task runs.
-#[derive(Debug, Clone)]
-pub(super) struct LiveParams {
-    /// The source index (the journal origin).
-    pub(super) source: u16,
-    /// Lines this source journaled before (the checkpointed offset): origins count on from here.
-    pub(super) journaled: u64,
-    pub(super) commit_records: usize,
-    pub(super) commit_interval_ms: i64,
-    /// Where the group commits report their duration, and bus sources their overruns.
-    pub(super) telemetry: super::telemetry::Telemetry,
-    /// The store's `raw_threshold` (a line this long goes to a segment file).
-    pub(super) raw_threshold: usize,
 }
 
 /// One `samples` trace line (docs/contracts.md section 8) as written to the journal.
@@ -139,15 +124,15 @@ struct Collected {
 /// input ends; what arrived before is committed first.
 #[allow(clippy::disallowed_methods)] // group-commit deadlines are tokio timers; tests pause tokio's clock
 pub(super) async fn ingest_live<A: Adapter>(
-    p: LiveParams,
+    p: Params,
     mut adapter: A,
     mut input: mpsc::Receiver<A::Item>,
     clock: Box<dyn Clock>,
     store: SharedStore,
     tx: mpsc::Sender<DecideBatch>,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), AppError> {
-    let mut journaled = p.journaled;
+) -> Result<(), IngestError> {
+    let mut journaled = p.resume_at;
     let mut got = Collected::default();
     let mut items = Vec::new();
     let mut deadline: Option<Instant> = None;
@@ -237,11 +222,11 @@ fn push_line(got: &mut Collected, journaled: &mut u64, source: u16, at: i64, lin
 fn offer(
     tx: &mpsc::Sender<DecideBatch>,
     batch: DecideBatch,
-) -> Result<Option<DecideBatch>, AppError> {
+) -> Result<Option<DecideBatch>, IngestError> {
     match tx.try_send(batch) {
         Ok(()) => Ok(None),
         Err(TrySendError::Full(batch)) => Ok(Some(batch)),
-        Err(TrySendError::Closed(_)) => Err(AppError::StageGone("decide")),
+        Err(TrySendError::Closed(_)) => Err(IngestError::StageGone("decide")),
     }
 }
 
@@ -251,7 +236,7 @@ async fn declare(
     gaps: Vec<GapNotice>,
     ledger: Vec<LedgerRecord>,
     now: Now,
-) -> Result<(), AppError> {
+) -> Result<(), IngestError> {
     for g in &gaps {
         tracing::warn!(
             machine = %g.machine, sensor = %g.sensor, reason = %g.reason,
@@ -259,8 +244,8 @@ async fn declare(
         );
     }
     let store = store.clone();
-    tokio::task::spawn_blocking(move || -> Result<(), AppError> {
-        let mut s = lock(&store);
+    tokio::task::spawn_blocking(move || -> Result<(), IngestError> {
+        let mut s = store.write();
         s.declare_gaps(&gaps, now.real_ms)?;
         if !ledger.is_empty() {
             s.append_ledger(&ledger)?;

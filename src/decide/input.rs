@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use crate::store::JournalRecord;
+use crate::records::journal::JournalRecord;
 use crate::trace::parse::{parse_line_and_event_span, Verdict};
 
 /// A line's parse and where its event is ([`parse_line_and_event_span`]).

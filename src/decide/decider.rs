@@ -1,4 +1,4 @@
-//! The decide stage: parsed trace lines, one at a time, through feature extraction and the rule.
+//! The decider: parsed trace lines, one at a time, through feature extraction and the rule.
 //! Pure like the cores it drives — ingest time comes from each line's `at` — and snapshot-able,
 //! so a checkpoint can stop it after any line and a restored one continues byte for byte.
 //!
@@ -7,50 +7,31 @@
 //! decided. A rejected line whose `at` can be read still advances ingest time.
 //!
 //! With [`Decider::reporting`] it also reports, per event decided (received or derived), what
-//! the ledger and the outbox need: [`Outcome`]s, taken with [`Decider::take_outcomes`]. `replay`
-//! does not ask for them, so its output and speed do not change.
-
-use std::collections::BTreeMap;
+//! the ledger and the outbox need: [`Outcome`]s, taken with [`Decider::take_outcomes`], or all of
+//! one journal record's decisions at once with [`Decider::record`] ([`Decided`], which
+//! `super::outputs` maps to records). `replay` does not ask for them, so its output and speed do
+//! not change.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::event::features::Feature;
+use crate::event::rejection::{Reason, Rejection};
 use crate::event::{Event, Metric};
+use crate::records::counts::Counts;
+use crate::records::journal::{JournalRecord, Origin};
 use crate::records::ledger::Acceptance;
-use crate::records::quarantine::{Reason, Rejection};
 use crate::records::snapshot::SnapshotError;
 use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};
 use crate::stamp::{FrameCutter, FrameParams};
+use crate::trace::parse::parse_line_and_event_span;
 use crate::trace::{Arrival, TraceLine};
+
+use super::input::ParsedLine;
 
 /// A line that was rejected: its ingest time when it could be read, and why.
 pub type LineError = (Option<i64>, Rejection);
-
-/// Counts of what happened to every record (the body of `replay --summary`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Counts {
-    /// Lines decided (blank lines are not lines).
-    pub records: u64,
-    /// Events accepted: applied, late applied and too late.
-    pub accepted: u64,
-    pub duplicates: u64,
-    pub late_applied: u64,
-    pub too_late: u64,
-    /// Rejected records by reason; every reason is listed, zeros too.
-    pub quarantined: BTreeMap<String, u64>,
-    /// Events that arrived as such.
-    pub events_received: u64,
-    /// Events derived from `samples` records.
-    pub events_derived: u64,
-    pub samples_records: u64,
-    pub ticks: u64,
-    /// Alert records produced, by kind.
-    pub alerts: BTreeMap<String, u64>,
-    /// The largest rule state seen (high events + incident members + remembered ids + open frames).
-    pub peak_state: u64,
-}
 
 /// What happened to one event that was not rejected (rejections are returned by
 /// [`Decider::line`] or [`Decider::take_rejected_derived`]). `derived`: cut from raw samples.
@@ -70,6 +51,27 @@ pub enum Outcome {
         event_id: String,
         derived: bool,
     },
+}
+
+/// Everything one journal record decided ([`Decider::record`]), in the order it was decided,
+/// for the outputs mapping (`super::outputs::Pending::add`).
+#[derive(Debug)]
+pub struct Decided {
+    /// The record's ingest time as decided: its line's `at`, or the record's own when the line
+    /// has none (or when it was released from quarantine).
+    pub at: i64,
+    /// The line's parse (a line's own accepted event is taken out of it by the mapping).
+    pub parsed: Result<TraceLine, LineError>,
+    /// Where the line's event is in the line, when the parser said.
+    pub event_span: Option<std::ops::Range<usize>>,
+    /// The line's own verdict: `Err` when it was rejected.
+    pub result: Result<(), LineError>,
+    /// Each event decided, received or derived.
+    pub outcomes: Vec<Outcome>,
+    /// Derived events the rule rejected.
+    pub rejected_derived: Vec<(Event, Rejection)>,
+    /// Alert records raised.
+    pub alerts: Vec<AlertRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -241,6 +243,35 @@ impl Decider {
             self.count_rejection(why);
         }
         result
+    }
+
+    /// Decides journal record `rec` (this decider must be reporting): its line parsed here unless
+    /// `parsed` gives the parse ([`parse_line_and_event_span`], as `super::input` does). A record
+    /// released from quarantine is decided at its new ingest time.
+    pub fn record(&mut self, rec: &JournalRecord, parsed: Option<ParsedLine>) -> Decided {
+        let (mut parsed, event_span) =
+            parsed.unwrap_or_else(|| parse_line_and_event_span(&rec.line));
+        if rec.origin.is_some_and(|o| o.source == Origin::RELEASED) {
+            match &mut parsed {
+                Ok(tl) => tl.at = rec.at,
+                Err((at, _)) => *at = Some(rec.at),
+            }
+        }
+        let mut alerts = Vec::new();
+        let result = self.line(&parsed, &mut alerts);
+        let at = match &parsed {
+            Ok(tl) => tl.at,
+            Err((at, _)) => at.unwrap_or(rec.at),
+        };
+        Decided {
+            at,
+            parsed,
+            event_span,
+            result,
+            outcomes: self.take_outcomes(),
+            rejected_derived: self.take_rejected_derived(),
+            alerts,
+        }
     }
 
     /// Events derived from samples that the rule rejected (a frame stamped too far in the

@@ -1,0 +1,69 @@
+//! The decide room: journal records in, decisions out, and the thread that runs it in the daemon.
+//!
+//! The decide path reads one way — stage → decider → outputs:
+//!
+//! - [`input`]: what a source hands the decide stage ([`input::DecideBatch`]: journal records
+//!   just committed, and the parses of their lines when the sender parsed them). Pure.
+//! - the decider (`decider.rs`, [`Decider`]): parsed trace lines, one at a time, through feature
+//!   extraction (`crate::stamp`) and the rule (`crate::rule`); snapshot and restore. Pure: ingest
+//!   time comes from each line's `at`, no clock, no I/O.
+//! - [`outputs`]: what one record's decisions ([`Decided`]) become — outbox, ledger, quarantine
+//!   and alert archive records — gathered until the next checkpoint. Pure: no store (where the
+//!   archive records go is the shell's business), no clock.
+//! - [`decide`]: one journal record through the decider and into the outputs, inside the decide
+//!   stage's tracing span (`decide`, with the record's journal position and its event's ID).
+//! - [`stage`], **the shell**: the decide stage's thread (sled and the decider are blocking work),
+//!   which consumes journal records in position order, checkpoints decider state, outbox,
+//!   ledger, quarantine and archive in one sled batch, commits it without the store's lock on a
+//!   thread of its own (`stage/checkpoint_commit.rs`), wakes the forwarder and truncates the
+//!   journal. The only part of the room that touches the store, the clock or the telemetry.
+//!
+//! `replay` runs the decider alone over a trace; `linegate run` runs the stage.
+
+mod decider;
+pub mod input;
+pub mod outputs;
+pub mod stage;
+
+pub use decider::{kind_name, Decided, Decider, LineError, Outcome};
+
+use crate::records::journal::JournalRecord;
+use input::ParsedLine;
+use outputs::Pending;
+
+/// Decides journal record `rec` with `decider` (which must be reporting) and gathers what it
+/// decided into `pending`; `parsed` is the line's parse when the sender parsed it. The decide
+/// stage's span covers both: the record's journal position, and the event ID it carried once
+/// known (each event derived from raw samples is reported inside it).
+pub fn decide(
+    decider: &mut Decider,
+    pending: &mut Pending,
+    rec: &JournalRecord,
+    parsed: Option<ParsedLine>,
+) {
+    let span =
+        tracing::trace_span!("decide", journal_pos = rec.pos, event_id = tracing::field::Empty);
+    let _entered = span.enter();
+    let decided = decider.record(rec, parsed);
+    pending.add(rec, decided);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::telemetry::captured::trace_of;
+
+    /// The decide stage's span carries the record's journal position and the event's ID.
+    #[test]
+    fn the_decide_span_names_the_journal_position_and_the_event() {
+        let line = br#"{"at": 1700000000300, "kind": "event", "event": {"event_id": "press-1.s1.1", "machine": "press-1", "sensor": "s1", "seq": 1, "ts_ms": 1700000000000, "clock": {"state": "synced"}, "metric": "accel_rms", "value": 0.2, "unit": "g", "schema": 1, "quality": "good"}}"#;
+        let rec =
+            JournalRecord { pos: 7, at: 1_700_000_000_300, origin: None, line: line.to_vec() };
+        let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
+        let mut pending = Pending::default();
+        let ((), text) = trace_of(|| decide(&mut decider, &mut pending, &rec, None));
+        assert!(text.contains("decide{journal_pos=7 event_id=\"press-1.s1.1\"}"), "{text}");
+        assert_eq!(pending.records, 1);
+    }
+}
