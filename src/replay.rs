@@ -84,7 +84,7 @@ pub fn replay<I: BufRead + Send, A: Write, R: Write>(
 /// [`replay`] with the rule switched: from line `switches[i].0` on (1-based, counting every
 /// line of the input; the first line decided at or after it), the configuration
 /// `switches[i].1` decides, continuing from the state decided so far, exactly as the daemon does
-/// when it starts with another rule than its checkpoint's (docs/decisions.md, "Rule versions").
+/// when it starts with another rule than its checkpoint's (docs/decisions/0057-a-rule-change-at-start-up.md).
 /// `switches` in line order.
 pub fn replay_switching<I: BufRead + Send, A: Write, R: Write>(
     config: &Config,

@@ -199,7 +199,7 @@ fn start_and_check(r: &Round, sub: &Subscriber, figures: &mut Figures, what: &st
     let up = poll(DEADLINE, || {
         if let Some(status) = d.exited() {
             // Damage found while running: the daemon asks for a salvage and exits, and the
-            // service manager's restart salvages (docs/decisions.md). Once; never a loop.
+            // service manager's restart salvages (docs/decisions/0029-damage-found-while-running.md). Once; never a loop.
             if !restarted && marker.exists() {
                 eprintln!("{what}: the daemon asked for a salvage ({status}); starting it again");
                 (d, restarted) = (start(), true);

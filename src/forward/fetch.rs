@@ -106,7 +106,7 @@ fn samples(
         match guard.read_frame(&f).map(|b| check(&b).map(|()| b)) {
             Ok(Ok(bytes)) => return Ok(Some(RawSamples::Encoded(bytes))),
             Ok(Err(e)) => tracing::warn!(journal_pos, ?f, %e, "encoded frame: read from the line"),
-            // Its segment went with its own lines (docs/decisions.md, "Frames encoded once").
+            // Its segment went with its own lines (docs/decisions/0027-frames-encoded-once.md).
             Err(e) => tracing::debug!(journal_pos, %e, "encoded frame: read from the line"),
         }
     }

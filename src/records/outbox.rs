@@ -18,7 +18,7 @@
 //! every raw sample into the outbox would double the disk use of the largest thing we store. It
 //! also names, as a [`FrameRef`], the block's encoding that the decide stage wrote beside the line
 //! in the segment files, so that a drain copies bytes instead of reading thousands of JSON numbers
-//! back (docs/decisions.md, "Frames encoded once").
+//! back (docs/decisions/0027-frames-encoded-once.md).
 
 use serde::{Deserialize, Serialize};
 

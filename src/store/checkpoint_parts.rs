@@ -1,5 +1,5 @@
 //! The checkpoint's value in parts of at most [`PART_BYTES`], so that no sled leaf of the `state`
-//! tree grows past sled's blob threshold (docs/decisions.md, "The checkpoint in parts").
+//! tree grows past sled's blob threshold (docs/decisions/0014-the-checkpoint-in-parts.md).
 //!
 //! Version 1 (still read): `c/` = `[1][journal_pos: u64 BE][decider snapshot]`.
 //!

@@ -5,8 +5,9 @@
 //! sled's log and of its other new or changed files (`fsync.rs`). It needs no lock on the store:
 //! [`Store::committer`] hands out what it uses (sled's handle, the segments, [`CommitShared`]),
 //! so a writer can append, let go of the store's lock and wait for its commit while the next
-//! writer appends (the daemon's ingest and decide stage do; docs/decisions.md, "Commits that let
-//! writers in"). [`Store::commit`] is the same commit run by a caller that keeps its lock.
+//! writer appends (the daemon's ingest and decide stage do;
+//! docs/decisions/0023-commits-without-the-store-lock.md). [`Store::commit`] is the same commit
+//! run by a caller that keeps its lock.
 //!
 //! What a commit covers. Every call takes a number; the commit that holds the gate reads, before
 //! it syncs anything, how many calls were made so far, how many writes were counted and which

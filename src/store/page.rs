@@ -21,7 +21,7 @@ pub const PAGE: u8 = 0xFE;
 /// The first byte of a packed page: `[PACKED][count: u32 BE][len: u32 BE]` then a page of `len`
 /// bytes (the form above) compressed as one LZ4 block. The journal's and the ledger's pages are
 /// packed, and the outbox's when a checkpoint adds them (JSON text and repeated names, a fraction
-/// of their size packed: docs/decisions.md, "Pages packed"); a page that packing would not shrink
+/// of their size packed: docs/decisions/0013-pages-packed-lz4.md); a page that packing would not shrink
 /// is kept plain. Readers unpack a value first ([`unpack`]); every other function here takes
 /// plain pages and says so when given a packed one.
 pub const PACKED: u8 = 0xFD;

@@ -6,7 +6,7 @@
 //! closing `# EOF`. [`openmetrics_to_text`] rewrites exactly those, and spells an infinite
 //! gauge value `+Inf` as both formats require (the encoder writes Rust's `inf`); samples are
 //! otherwise unchanged (label escaping and float spelling are the same in both formats). The
-//! crate has no 0.0.4 encoder of its own (docs/decisions.md).
+//! crate has no 0.0.4 encoder of its own (docs/decisions/0061-metrics-and-logs.md).
 
 use prometheus_client::encoding::text::encode_registry;
 

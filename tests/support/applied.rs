@@ -1,7 +1,7 @@
 //! The events of a trace that the rule counts, derived from the trace and its configuration alone:
 //! no linegate code, only serde_json, toml, humantime and the rules the documents state
 //! (docs/contracts.md sections 2, 4, 5, 7 and 8; docs/event-schema-2.md; the frame arithmetic of
-//! src/stamp/mod.rs's documentation; docs/decisions.md on watermarks, duplicates, stalled frames
+//! src/stamp/mod.rs's documentation; docs/decisions/ on watermarks, duplicates, stalled frames
 //! and the ingest time of derived lines). [`Applied::incidents`] hands them to the brute-force
 //! reference of [`super::incidents`], so an expected alert file can be checked against the
 //! contract instead of against the code that wrote it.
@@ -329,7 +329,7 @@ impl Model {
     }
 
     /// Whether an id of `machine` at event time `ts` is still at or after its machine's horizon
-    /// (docs/decisions.md, "Memory bounded by the horizon").
+    /// (docs/decisions/0003-duplicates.md).
     fn remembered(&mut self, line: usize, id: &str, machine: &str, ts: i64) -> bool {
         let l = self.rules.allowed_lateness_ms;
         let lo = self.low.last(machine).map(|w| w - l);
@@ -457,8 +457,8 @@ struct Frame {
     clock: String,
 }
 
-/// Sensor and machine watermarks with one bound (docs/contracts.md section 5, docs/decisions.md
-/// "Idle sensors advance with ingest time").
+/// Sensor and machine watermarks with one bound (docs/contracts.md section 5,
+/// docs/decisions/0001-event-time-ingest-time-and-watermarks.md).
 struct Watermarks {
     bound: i64,
     idle: i64,

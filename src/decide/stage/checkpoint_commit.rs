@@ -17,7 +17,7 @@
 //! meanwhile, as it already could while the stage committed them itself (a crash before the
 //! commit decides them again, with the same ids), and an acknowledgement applied before the
 //! commit is later in sled's log than the records it removes, so no crash keeps the one without
-//! the other (docs/decisions.md, "The checkpoint's commit on a thread of its own").
+//! the other (docs/decisions/0022-the-checkpoint-commits-while-the-stage-decides.md).
 
 use std::thread::JoinHandle;
 

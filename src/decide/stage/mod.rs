@@ -125,7 +125,7 @@ fn restore_decider(
 
 /// The most entries on one page of the duplicate memory: 6 120 bytes, so that, like every other
 /// value of the `state` tree, a page keeps sled's leaves under its blob threshold
-/// (`crate::store` `checkpoint_parts.rs`; docs/decisions.md, "The checkpoint in parts").
+/// (`crate::store` `checkpoint_parts.rs`; docs/decisions/0014-the-checkpoint-in-parts.md).
 const DEDUP_PAGE_ENTRIES: usize = 170;
 
 /// The pages of the duplicate memory the store holds for the decider, by number, with the latest
@@ -365,7 +365,7 @@ impl DecideStage {
             if rec.pos <= self.warm_up_through {
                 // Decided before the salvage: what it produced is in the salvaged outbox, ledger
                 // and archive already (or was acknowledged), so only the state is kept. Outputs
-                // of positions past the mark are new; docs/decisions.md, "Salvage".
+                // of positions past the mark are new; docs/decisions/0028-salvage-instead-of-starting-empty.md.
                 decide(&mut self.decider, &mut Pending::default(), rec, parsed);
                 self.pending.records += 1;
             } else {
