@@ -77,14 +77,60 @@ impl Rules {
             })
         };
         let text = |key: &str| rule[key].as_str().unwrap().to_string();
-        let number = |v: &toml::Value| v.as_float().or(v.as_integer().map(|i| i as f64)).unwrap();
-        let thresholds = rule.get("machines").and_then(|m| m.as_table()).map_or_else(
-            BTreeMap::new,
-            |machines| {
-                let with = machines.iter().filter_map(|(m, t)| Some((m, t.get("threshold")?)));
-                with.map(|(m, t)| (m.clone(), number(t))).collect()
+        let metric = text("metric");
+        // The unit a rule reads in: its own, else the one its metric is measured in.
+        let unit = rule.get("unit").and_then(|u| u.as_str()).map_or_else(
+            || match metric.as_str() {
+                "velocity_rms" => "mm/s".to_string(),
+                "accel_rms" | "accel_peak" => "g".to_string(),
+                _ => "1".to_string(),
             },
+            str::to_string,
         );
+        // ISO 20816-3 zone boundaries in mm/s (docs/contracts.md section 12), by group and
+        // foundation, for B, C and D.
+        let assets = section("machines").unwrap_or_default();
+        let zone = |machine: &str, name: &str| -> f64 {
+            let Some(a) = assets.get(machine).and_then(|a| a.as_table()) else {
+                return f64::INFINITY; // no asset entry: the zone does not resolve, never counts
+            };
+            let group = a.get("iso_group").and_then(|g| g.as_integer());
+            let foundation = a.get("foundation").and_then(|f| f.as_str());
+            let bounds = match (group, foundation) {
+                (Some(1), Some("rigid")) => [2.3, 4.5, 7.1],
+                (Some(1), Some("flexible")) => [3.5, 7.1, 11.0],
+                (Some(2), Some("rigid")) => [1.4, 2.8, 4.5],
+                (Some(2), Some("flexible")) => [2.3, 4.5, 7.1],
+                _ => return f64::INFINITY,
+            };
+            match name {
+                "zone-B" => bounds[0],
+                "zone-C" => bounds[1],
+                "zone-D" => bounds[2],
+                other => panic!("{}: threshold {other:?} is no zone", path.display()),
+            }
+        };
+        let number = |v: &toml::Value| v.as_float().or(v.as_integer().map(|i| i as f64));
+        let threshold_for = |machine: &str, v: &toml::Value| -> f64 {
+            number(v).unwrap_or_else(|| zone(machine, v.as_str().unwrap()))
+        };
+        let default_threshold = &rule["threshold"];
+        let mut thresholds: BTreeMap<String, f64> = rule
+            .get("machines")
+            .and_then(|m| m.as_table())
+            .map_or_else(BTreeMap::new, |machines| {
+                let with = machines.iter().filter_map(|(m, t)| Some((m, t.get("threshold")?)));
+                with.map(|(m, t)| (m.clone(), threshold_for(m, t))).collect()
+            });
+        // A zone threshold resolves per machine: every machine of the asset table gets its own,
+        // and a machine without an entry never counts (the default is infinite).
+        if number(default_threshold).is_none() {
+            for m in assets.keys() {
+                if !thresholds.contains_key(m) {
+                    thresholds.insert(m.clone(), threshold_for(m, default_threshold));
+                }
+            }
+        }
         let auto = time.get("watermark_bound").and_then(|v| v.as_str()) == Some("auto");
         let (bound_min_ms, bound_max_ms) = if auto {
             (dur(&time, "auto_bound_min", Some("1s")), dur(&time, "auto_bound_max", Some("60s")))
@@ -94,9 +140,9 @@ impl Rules {
         };
         Rules {
             gateway: doc["gateway"]["id"].as_str().unwrap().to_string(),
-            metric: text("metric"),
-            unit: text("unit"),
-            threshold: number(&rule["threshold"]),
+            threshold: number(default_threshold).unwrap_or(f64::INFINITY),
+            metric,
+            unit,
             thresholds,
             window_ms: dur(&rule, "window", Some("2m")),
             count: rule.get("count").map_or(3, |c| c.as_integer().unwrap() as usize),
@@ -113,21 +159,34 @@ impl Rules {
 
     /// Whether an applied event counts for the rule (docs/contracts.md sections 3 and 4).
     fn is_high(&self, e: &Ev, line: usize) -> bool {
-        if e.metric != self.metric
-            || !self.count_quality.contains(&e.quality)
-            || !self.count_clock.contains(&e.clock)
-        {
+        if !self.count_quality.contains(&e.quality) || !self.count_clock.contains(&e.clock) {
             return false;
         }
-        let value = match (e.unit.as_str(), self.unit.as_str()) {
-            (a, b) if a == b => e.value,
-            ("m/s2", "g") => e.value / G,
-            ("g", "m/s2") => e.value * G,
+        // The event's value when its metric is the rule's, else the feature of that name
+        // (docs/contracts.md section 4); a feature is in the event's unit for the two
+        // accelerations, in mm/s for velocity, dimensionless otherwise.
+        let (read, unit) = if e.metric == self.metric {
+            (e.value, e.unit.as_str())
+        } else {
+            let Some(&(_, v)) = e.features.iter().find(|(name, _)| *name == self.metric) else {
+                return false;
+            };
+            let unit = match self.metric.as_str() {
+                "accel_rms" | "accel_peak" => e.unit.as_str(),
+                "velocity_rms" => "mm/s",
+                _ => "1",
+            };
+            (v, unit)
+        };
+        let value = match (unit, self.unit.as_str()) {
+            (a, b) if a == b => read,
+            ("m/s2", "g") => read / G,
+            ("g", "m/s2") => read * G,
             _ => return false,
         };
         let threshold = *self.thresholds.get(&e.machine).unwrap_or(&self.threshold);
         assert!(
-            (value - threshold).abs() > 1e-9 * threshold.abs().max(1.0),
+            threshold.is_infinite() || (value - threshold).abs() > 1e-9 * threshold.abs().max(1.0),
             "line {line}: {} is {value} {}, too close to its threshold {threshold} to call",
             e.id,
             self.unit
@@ -180,6 +239,8 @@ struct Ev {
     value: f64,
     unit: String,
     quality: String,
+    /// `features`: name and value, in the event's order.
+    features: Vec<(String, f64)>,
     /// Every field but `event_id` and `replayed`, for telling a duplicate from an id conflict.
     content: String,
 }
@@ -428,6 +489,7 @@ impl Model {
             value,
             unit: f.unit,
             quality: if good { "good" } else { "uncertain" }.into(),
+            features: Vec::new(),
             content: format!("derived {key:?} {}", stream.seq),
         };
         self.out.counts.events_derived += 1;
@@ -571,7 +633,7 @@ fn event(v: &Value) -> Option<Ev> {
     let own: &[&str] = if schema == 1 { &["value"] } else { &["axes", "combine"] };
     let common = [
         "event_id", "machine", "sensor", "seq", "ts_ms", "clock", "metric", "unit", "schema",
-        "quality", "samples", "replayed",
+        "quality", "samples", "replayed", "features",
     ];
     if o.keys().any(|k| !common.contains(&k.as_str()) && !own.contains(&k.as_str())) {
         return None;
@@ -606,6 +668,31 @@ fn event(v: &Value) -> Option<Ev> {
     if !matches!(o.get("replayed"), None | Some(Value::Null | Value::Bool(_))) {
         return None;
     }
+    const FEATURES: [&str; 9] = [
+        "accel_rms",
+        "accel_peak",
+        "velocity_rms",
+        "crest_factor",
+        "kurtosis",
+        "env_bpfo",
+        "env_bpfi",
+        "env_bsf",
+        "env_ftf",
+    ];
+    let features: Vec<(String, f64)> = match o.get("features") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(f) => {
+            let mut out = Vec::new();
+            for (k, v) in f.as_object()? {
+                let x = v.as_f64().filter(|x| x.is_finite() && *x >= 0.0)?;
+                if !FEATURES.contains(&k.as_str()) {
+                    return None;
+                }
+                out.push((k.clone(), x));
+            }
+            out
+        }
+    };
     let value = if schema == 1 {
         o.get("value")?.as_f64()?
     } else {
@@ -630,7 +717,7 @@ fn event(v: &Value) -> Option<Ev> {
     }
     let content = format!(
         "{machine} {sensor} {seq} {ts} {clock} {err_ms:?} {metric} {:x} {unit} {schema} {quality} \
-         {samples:?}",
+         {samples:?} {features:?}",
         value.to_bits()
     );
     Some(Ev {
@@ -643,6 +730,7 @@ fn event(v: &Value) -> Option<Ev> {
         value,
         unit: unit.into(),
         quality: quality.into(),
+        features,
         content,
     })
 }
