@@ -8,7 +8,7 @@ mod support;
 use std::io::BufReader;
 
 use linegate::config::Config;
-use linegate::replay::{replay, Sinks};
+use linegate::replay::{replay, Sinks, Summary};
 use linegate::rule::alert::AlertRecord;
 use serde::Deserialize;
 use support::applied::{self, Rules};
@@ -43,17 +43,23 @@ fn expected_incidents() -> Vec<FinalIncident> {
     expected
 }
 
-#[test]
-fn cwru_trace_alerts_match_the_brute_force_reference() {
-    let config = Config::load(&fixture("fixtures/traces/cwru.toml")).unwrap();
+/// The CWRU trace replayed under `config`: the summary and the alert records.
+fn replay_cwru(config: &Config) -> (Summary, Vec<AlertRecord>) {
     let trace = std::fs::File::open(fixture("fixtures/traces/cwru.jsonl")).unwrap();
     let mut sinks = Sinks { alerts: Vec::new(), rejected: None::<Vec<u8>> };
-    let summary = replay(&config, BufReader::new(trace), &mut sinks, |_| {}).unwrap();
-    let records: Vec<AlertRecord> = String::from_utf8(sinks.alerts)
+    let summary = replay(config, BufReader::new(trace), &mut sinks, |_| {}).unwrap();
+    let records = String::from_utf8(sinks.alerts)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    (summary, records)
+}
+
+#[test]
+fn cwru_trace_alerts_match_the_brute_force_reference() {
+    let config = Config::load(&fixture("fixtures/traces/cwru.toml")).unwrap();
+    let (summary, records) = replay_cwru(&config);
     check_revisions(&records);
 
     let expected = expected_incidents();
@@ -96,4 +102,34 @@ fn committed_expectations_are_the_reference_output() {
         let committed = std::fs::read(fixture("fixtures/expected").join(name)).unwrap();
         assert!(fresh == committed, "{name} differs from reference.py's output");
     }
+}
+
+/// A velocity rule over the raw samples: derived events carry `velocity_rms`, so the rule counts
+/// them. 0.3 mm/s lies between the frames' values (fixtures/expected/cwru.features.json: motor-a
+/// 0.144..0.456 mm/s, two seconds above; motor-b 0.222..0.403 mm/s, five above, three of them
+/// consecutive), so motor-b alerts and motor-a does not.
+/// A velocity rule over the raw samples: derived events carry `velocity_rms`, so the rule counts
+/// them. cwru.toml with its rule made `velocity_rms > 0.3 mm/s` (no per-machine threshold) and
+/// the asset table: 0.3 mm/s lies between the frames' values (fixtures/expected/cwru.features.json:
+/// motor-a 0.144..0.456 mm/s, two seconds above; motor-b 0.222..0.403 mm/s, five above, its
+/// first three consecutive), so motor-b alerts on its first three seconds and motor-a never.
+#[test]
+fn a_velocity_rule_counts_events_derived_from_samples() {
+    let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.toml")).unwrap();
+    let rule = "metric = \"accel_rms\"\nunit = \"g\"\nthreshold = 0.5\n";
+    let motor_b = "[rule.machines.motor-b]\nthreshold = 0.511\n";
+    assert!(text.contains(rule) && text.contains(motor_b), "cwru.toml's rule changed");
+    let velocity = "metric = \"velocity_rms\"\nunit = \"mm/s\"\nthreshold = 0.3\n";
+    let assets = std::fs::read_to_string(fixture("fixtures/cwru/assets.toml")).unwrap();
+    let text = text.replace(rule, velocity).replace(motor_b, "") + &assets;
+    let config = Config::from_toml(&text, "cwru.toml with a velocity rule").unwrap();
+    let (summary, records) = replay_cwru(&config);
+    check_revisions(&records);
+    assert_eq!(summary.counts.quarantined.values().sum::<u64>(), 0);
+    assert_eq!(summary.counts.events_derived, 19);
+    let incidents = final_incidents(&records);
+    let machines: Vec<&str> = incidents.iter().map(|i| i.machine.as_str()).collect();
+    assert_eq!(machines, ["motor-b"], "{incidents:?}");
+    let evidence = ["gw-cwru.b-de.1", "gw-cwru.b-de.2", "gw-cwru.b-de.3"];
+    assert_eq!(incidents[0].evidence, evidence, "{incidents:?}");
 }

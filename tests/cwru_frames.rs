@@ -6,8 +6,10 @@ mod support;
 
 use std::collections::BTreeMap;
 
+use linegate::event::features::Feature;
 use linegate::event::{Event, Metric, Quality, Unit};
-use linegate::stamp::{FrameCutter, FrameParams};
+use linegate::features::{Band, Bearing, DefectOrders, EnvelopeMethod, FEATURE_NAMES};
+use linegate::stamp::{FrameCutter, FrameParams, MachineFeatures};
 use linegate::trace::SamplesRecord;
 use serde_json::Value;
 use support::fixture;
@@ -39,12 +41,41 @@ fn cwru_cutter() -> FrameCutter {
         gateway: "gw-cwru".into(),
         metric: Metric::AccelRms,
         flush_after_ms: 15_000,
+        machines: BTreeMap::new(),
     })
 }
 
+/// The cutter with the feature parameters of fixtures/cwru/assets.toml: both machines above
+/// 600 rpm (10-1000 Hz velocity band), an SKF 6205 bearing, the 2-5 kHz fixed envelope band.
+fn cwru_params_with_assets() -> FrameParams {
+    let machine = |rpm: f64| MachineFeatures {
+        velocity_band: Band::ISO,
+        bearing: Some(Bearing { shaft_hz: rpm / 60.0, orders: DefectOrders::SKF_6205 }),
+        envelope_band: Band::new(2000.0, 5000.0),
+        envelope: EnvelopeMethod::Fixed,
+    };
+    FrameParams {
+        gateway: "gw-cwru".into(),
+        metric: Metric::AccelRms,
+        flush_after_ms: 15_000,
+        machines: BTreeMap::from([
+            ("motor-a".to_owned(), machine(1796.0)),
+            ("motor-b".to_owned(), machine(1797.0)),
+        ]),
+    }
+}
+
 fn run_trace() -> (Vec<Event>, FrameCutter) {
+    run_trace_with(cwru_cutter(), None)
+}
+
+/// Replays the trace through `cutter`; with `restore`, the cutter is snapshotted and restored
+/// with those parameters before every samples line (most of them fall inside a frame).
+fn run_trace_with(
+    mut cutter: FrameCutter,
+    restore: Option<&FrameParams>,
+) -> (Vec<Event>, FrameCutter) {
     let text = std::fs::read_to_string(fixture("fixtures/traces/cwru.jsonl")).unwrap();
-    let mut cutter = cwru_cutter();
     let mut out = Vec::new();
     let mut last_at = i64::MIN;
     for (n, line) in text.lines().enumerate() {
@@ -55,6 +86,9 @@ fn run_trace() -> (Vec<Event>, FrameCutter) {
         cutter.advance(at, &mut out);
         match v["kind"].as_str().unwrap() {
             "samples" => {
+                if let Some(params) = restore {
+                    cutter = FrameCutter::restore(params.clone(), &cutter.snapshot()).unwrap();
+                }
                 let rec = samples_record(&v);
                 cutter.push(at, &rec, &mut out).unwrap_or_else(|e| panic!("line {}: {e}", n + 1));
             }
@@ -145,4 +179,46 @@ fn cwru_trace_split_records_give_the_same_events() {
         assert_eq!((&x.event_id, x.ts_ms, x.quality), (&y.event_id, y.ts_ms, y.quality));
         assert!((x.value - y.value).abs() <= 1e-12 * x.value, "{}", x.event_id);
     }
+}
+
+/// Every derived event carries the features fixtures/cwru/features_reference.py computed for its
+/// frame: within 1e-9 relative, the envelope indicators within 1e-6 (tests/features_reference.rs
+/// explains the looser bound).
+#[test]
+fn cwru_derived_events_carry_the_reference_features() {
+    let (events, _) = run_trace_with(FrameCutter::new(cwru_params_with_assets()), None);
+    let reference: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("fixtures/expected/cwru.features.json")).unwrap(),
+    )
+    .unwrap();
+    let frames = reference["frames"].as_array().unwrap();
+    assert_eq!(events.len(), frames.len());
+    for want in frames {
+        let (machine, seq) = (want["machine"].as_str().unwrap(), want["seq"].as_u64().unwrap());
+        let e = events.iter().find(|e| e.machine == machine && e.seq == seq).unwrap();
+        let features = e.features.as_deref().unwrap_or_else(|| panic!("{}: none", e.event_id));
+        assert_eq!(features.len(), FEATURE_NAMES.len(), "{}: every feature", e.event_id);
+        for name in FEATURE_NAMES {
+            let got = features.get(Feature::from_name(name).unwrap()).unwrap();
+            let want = want[name].as_f64().unwrap();
+            let tol = if name.starts_with("env_") { 1e-6 } else { 1e-9 };
+            assert!(
+                (got - want).abs() <= tol * want.abs(),
+                "{} {name}: {got} vs the reference's {want}",
+                e.event_id
+            );
+        }
+        assert_eq!(features.get(Feature::AccelRms).unwrap().to_bits(), e.value.to_bits());
+    }
+}
+
+/// Restoring the cutter from its snapshot before every samples record (mid-frame) derives the
+/// same events, features included, bit for bit, as the uninterrupted run.
+#[test]
+fn cwru_snapshot_mid_frame_gives_the_same_features() {
+    let params = cwru_params_with_assets();
+    let (whole, _) = run_trace_with(FrameCutter::new(params.clone()), None);
+    let (restored, _) = run_trace_with(FrameCutter::new(params.clone()), Some(&params));
+    assert!(whole.iter().all(|e| e.features.is_some()));
+    assert_eq!(whole, restored);
 }

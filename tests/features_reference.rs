@@ -216,7 +216,12 @@ fn frames_of(records: &[SamplesRecord]) -> Vec<Vec<f64>> {
 }
 
 fn cut(records: &[SamplesRecord], metric: Metric) -> Vec<f64> {
-    let params = FrameParams { gateway: "gw".into(), metric, flush_after_ms: 1_000_000 };
+    let params = FrameParams {
+        gateway: "gw".into(),
+        metric,
+        flush_after_ms: 1_000_000,
+        machines: BTreeMap::new(),
+    };
     let mut cutter = FrameCutter::new(params);
     let mut events = Vec::new();
     for (at, r) in records.iter().enumerate() {

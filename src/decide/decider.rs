@@ -14,17 +14,19 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::assets::{self, MachineAsset};
 use crate::config::Config;
 use crate::event::features::Feature;
 use crate::event::rejection::{Reason, Rejection};
 use crate::event::{Event, Metric};
+use crate::features;
 use crate::records::counts::Counts;
 use crate::records::journal::{JournalRecord, Origin};
 use crate::records::ledger::Acceptance;
 use crate::records::snapshot::SnapshotError;
 use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};
-use crate::stamp::{FrameCutter, FrameParams};
+use crate::stamp::{FrameCutter, FrameParams, MachineFeatures};
 use crate::trace::parse::parse_line_and_event_span;
 use crate::trace::{Arrival, TraceLine};
 
@@ -110,6 +112,33 @@ fn frame_params(config: &Config) -> FrameParams {
         // Half the idle timeout: a stalled sensor's last frame is decided while the sensor
         // still holds the watermark back, and only then does the sensor go idle.
         flush_after_ms: config.time.idle_timeout_ms / 2,
+        machines: config.machines.iter().map(|(m, a)| (m.clone(), machine_features(a))).collect(),
+    }
+}
+
+/// A machine's feature parameters from its asset entry: its velocity band; its bearing when the
+/// entry gives both bearing and rpm; its envelope band (else the extractor's default) and method.
+fn machine_features(asset: &MachineAsset) -> MachineFeatures {
+    let band = |b: assets::Band| features::Band::new(b.low_hz, b.high_hz);
+    let default = MachineFeatures::default();
+    let bearing = asset.bearing.zip(asset.shaft_hz()).map(|(b, shaft_hz)| features::Bearing {
+        shaft_hz,
+        orders: features::DefectOrders {
+            bpfo: b.orders.bpfo,
+            bpfi: b.orders.bpfi,
+            bsf: b.orders.bsf,
+            ftf: b.orders.ftf,
+        },
+    });
+    MachineFeatures {
+        velocity_band: band(assets::velocity_band(Some(asset))),
+        bearing,
+        envelope_band: asset.envelope_band.map_or(default.envelope_band, band),
+        envelope: match asset.envelope {
+            assets::EnvelopeMethod::Fixed => features::EnvelopeMethod::Fixed,
+            assets::EnvelopeMethod::Whitened => features::EnvelopeMethod::Whitened,
+            assets::EnvelopeMethod::Kurtogram => features::EnvelopeMethod::Kurtogram,
+        },
     }
 }
 

@@ -5,15 +5,62 @@
 
 use std::collections::BTreeMap;
 
+use crate::event::features::{Feature, Features as EventFeatures};
 use crate::event::rejection::{Reason, Rejection};
 use crate::event::{ClockEvidence, Event, Metric, Quality, SampleRef, Unit};
+use crate::features::{AccelUnit, Band, Bearing, EnvelopeMethod, Extractor, Params};
 use crate::trace::SamplesRecord;
 
 /// Frame length in milliseconds of event time.
 pub const FRAME_MS: i64 = 1000;
 
+/// The most samples an open frame keeps for its features (one second at 65 536 Hz).
+pub const MAX_FRAME_SAMPLES: usize = 65_536;
+
+/// Samples an open frame keeps beyond `ceil(rate_hz)`: a second's sample times rounded in `f64`
+/// can put one more sample into it.
+const SAMPLE_MARGIN: usize = 2;
+
+/// What a machine's features depend on besides its samples (from its asset entry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineFeatures {
+    /// The ISO velocity band.
+    pub velocity_band: Band,
+    /// Bearing and shaft speed; without them no envelope indicator is computed.
+    pub bearing: Option<Bearing>,
+    pub envelope_band: Band,
+    pub envelope: EnvelopeMethod,
+}
+
+impl Default for MachineFeatures {
+    /// A machine without an asset entry: the 10-1000 Hz velocity band, no bearing.
+    fn default() -> Self {
+        let p = Params::new(AccelUnit::G, 1.0);
+        MachineFeatures {
+            velocity_band: p.velocity_band,
+            bearing: None,
+            envelope_band: p.envelope_band,
+            envelope: p.envelope,
+        }
+    }
+}
+
+impl MachineFeatures {
+    /// The extractor's parameters for a frame of this machine in `unit` at `rate_hz`.
+    pub fn params(&self, unit: AccelUnit, rate_hz: f64) -> Params {
+        Params {
+            unit,
+            rate_hz,
+            velocity_band: self.velocity_band,
+            bearing: self.bearing,
+            envelope_band: self.envelope_band,
+            envelope: self.envelope,
+        }
+    }
+}
+
 /// How derived events are stamped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FrameParams {
     /// The gateway id: derived events are named `"{gateway}.{sensor}.{seq}"`.
     pub gateway: String,
@@ -22,6 +69,8 @@ pub struct FrameParams {
     pub metric: Metric,
     /// Ingest time (ms) without samples after which a sensor's open frame is flushed.
     pub flush_after_ms: i64,
+    /// Feature parameters by machine; a machine not listed gets [`MachineFeatures::default`].
+    pub machines: BTreeMap<String, MachineFeatures>,
 }
 
 /// The frame a sensor is currently filling.
@@ -40,6 +89,11 @@ struct OpenFrame {
     m2: f64,
     min: f64,
     max: f64,
+    /// The samples taken, in the frame's unit, for the features; `None` when they are not all
+    /// here: more than [`OpenFrame::capacity`] arrived, or the frame was restored from a
+    /// snapshot written before frames kept their samples (the field is then absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    samples: Option<Vec<f64>>,
 }
 
 impl OpenFrame {
@@ -55,16 +109,36 @@ impl OpenFrame {
             m2: 0.0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
+            samples: Some(Vec::with_capacity(Self::capacity(rate_hz))),
         }
     }
 
-    fn add(&mut self, x: f64) {
+    /// The most samples a frame at `rate_hz` keeps: `ceil(rate_hz)` and a small margin, at most
+    /// [`MAX_FRAME_SAMPLES`].
+    fn capacity(rate_hz: f64) -> usize {
+        let second = rate_hz.ceil().min(MAX_FRAME_SAMPLES as f64) as usize;
+        (second + SAMPLE_MARGIN).min(MAX_FRAME_SAMPLES)
+    }
+
+    /// Takes sample `x`; returns false when the frame's sample buffer had to give up (a sample
+    /// beyond its capacity): the frame then gives no features.
+    fn add(&mut self, x: f64) -> bool {
+        let mut kept = true;
+        if let Some(buf) = self.samples.as_mut() {
+            if buf.len() < Self::capacity(self.rate_hz) {
+                buf.push(x);
+            } else {
+                self.samples = None;
+                kept = false;
+            }
+        }
         self.count += 1;
         let d = x - self.mean;
         self.mean += d / self.count as f64;
         self.m2 += d * (x - self.mean);
         self.min = self.min.min(x);
         self.max = self.max.max(x);
+        kept
     }
 
     /// Population RMS about the mean, and the largest deviation from the mean.
@@ -114,16 +188,40 @@ impl SensorState {
 }
 
 /// Cuts samples records into one-second frames and derives one event per frame and sensor.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct FrameCutter {
     /// Configuration, not state: never in a snapshot; `restore` takes it anew.
     #[serde(skip, default = "FrameParams::unset")]
     params: FrameParams,
+    /// FFT plans and buffers, not state: never in a snapshot; `restore` creates it anew.
+    #[serde(skip)]
+    extractor: Extractor,
     /// machine -> sensor -> state (ordered, so every iteration is deterministic).
     sensors: BTreeMap<String, BTreeMap<String, SensorState>>,
     /// sensor name -> the machine it belongs to (derived event ids name only the sensor).
     owners: BTreeMap<String, String>,
     dropped_samples: u64,
+    /// Frames whose samples outgrew their buffer ([`MAX_FRAME_SAMPLES`]) and so gave no features.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    unbuffered_frames: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Clone for FrameCutter {
+    /// The same state and parameters, with a fresh extractor (it holds no state).
+    fn clone(&self) -> Self {
+        FrameCutter {
+            params: self.params.clone(),
+            extractor: Extractor::new(),
+            sensors: self.sensors.clone(),
+            owners: self.owners.clone(),
+            dropped_samples: self.dropped_samples,
+            unbuffered_frames: self.unbuffered_frames,
+        }
+    }
 }
 
 /// The less trustworthy of two clock evidences, in the order of docs/contracts.md section 3
@@ -141,7 +239,12 @@ pub(crate) fn worse_clock(a: ClockEvidence, b: ClockEvidence) -> ClockEvidence {
 
 impl FrameParams {
     fn unset() -> Self {
-        FrameParams { gateway: String::new(), metric: Metric::AccelRms, flush_after_ms: 0 }
+        FrameParams {
+            gateway: String::new(),
+            metric: Metric::AccelRms,
+            flush_after_ms: 0,
+            machines: BTreeMap::new(),
+        }
     }
 }
 
@@ -189,6 +292,20 @@ impl FrameCutter {
                         f.k, f.count, f.mean, f.m2, f.min, f.max
                     )));
                 }
+                if let Some(buf) = &f.samples {
+                    if buf.len() as u64 != f.count || buf.len() > OpenFrame::capacity(f.rate_hz) {
+                        return Err(bad(format!(
+                            "open frame {}: {} samples kept for a count of {} (at most {})",
+                            f.k,
+                            buf.len(),
+                            f.count,
+                            OpenFrame::capacity(f.rate_hz)
+                        )));
+                    }
+                    if let Some(i) = buf.iter().position(|x| !x.is_finite()) {
+                        return Err(bad(format!("open frame {}: sample {i} is not finite", f.k)));
+                    }
+                }
             }
         }
         Ok(())
@@ -197,9 +314,11 @@ impl FrameCutter {
     pub fn new(params: FrameParams) -> Self {
         FrameCutter {
             params,
+            extractor: Extractor::new(),
             sensors: BTreeMap::new(),
             owners: BTreeMap::new(),
             dropped_samples: 0,
+            unbuffered_frames: 0,
         }
     }
 
@@ -291,7 +410,15 @@ impl FrameCutter {
                         // Units that do not convert cannot share a frame: close it early.
                         let f = state.open.take();
                         if let Some(f) = f {
-                            emit(&self.params, &rec.machine, &rec.sensor, state, f, out);
+                            emit(
+                                &self.params,
+                                &mut self.extractor,
+                                &rec.machine,
+                                &rec.sensor,
+                                state,
+                                f,
+                                out,
+                            );
                         }
                     }
                 }
@@ -299,6 +426,7 @@ impl FrameCutter {
         }
 
         let mut dropped = 0u64;
+        let mut unbuffered = 0u64;
         for (i, &x) in rec.data.iter().enumerate() {
             let t = t0 + (i as f64) * 1000.0 / rate;
             let k = (t / 1000.0).floor() as i64;
@@ -309,13 +437,15 @@ impl FrameCutter {
                         f.mixed_rate = true;
                     }
                     f.clock = worse_clock(f.clock, clock);
-                    f.add(x * factor);
+                    if !f.add(x * factor) {
+                        unbuffered += 1;
+                    }
                 }
                 continue;
             }
             // A sample of a later frame: the open one is complete.
             if let Some(f) = state.open.take() {
-                emit(&self.params, &rec.machine, &rec.sensor, state, f, out);
+                emit(&self.params, &mut self.extractor, &rec.machine, &rec.sensor, state, f, out);
             }
             factor = 1.0;
             if state.last_emitted_k.is_some_and(|e| k <= e) {
@@ -324,10 +454,13 @@ impl FrameCutter {
                 continue;
             }
             let mut f = OpenFrame::new(k, rec.unit, clock, rate);
-            f.add(x);
+            if !f.add(x) {
+                unbuffered += 1;
+            }
             state.open = Some(f);
         }
         self.dropped_samples += dropped;
+        self.unbuffered_frames += unbuffered;
         let n = rec.data.len() - 1;
         state.last_sample_t = Some(t0 + (n as f64) * 1000.0 / rate);
         state.last_arrival = at;
@@ -355,7 +488,7 @@ impl FrameCutter {
         for (_, machine, sensor) in due {
             if let Some(state) = self.sensors.get_mut(&machine).and_then(|m| m.get_mut(&sensor)) {
                 if let Some(f) = state.open.take() {
-                    emit(&self.params, &machine, &sensor, state, f, out);
+                    emit(&self.params, &mut self.extractor, &machine, &sensor, state, f, out);
                 }
             }
         }
@@ -381,6 +514,12 @@ impl FrameCutter {
     /// Samples not taken because their frame had already been emitted by an idle flush.
     pub fn dropped_samples(&self) -> u64 {
         self.dropped_samples
+    }
+
+    /// Frames that gave no features because more samples arrived than a second at their rate
+    /// holds (at most [`MAX_FRAME_SAMPLES`] are kept); their event's `value` is unaffected.
+    pub fn unbuffered_frames(&self) -> u64 {
+        self.unbuffered_frames
     }
 
     /// The seq of the last event derived for (machine, sensor), if any.
@@ -419,6 +558,7 @@ impl FrameCutter {
 /// Turns a completed frame into its event and appends it to `out`.
 fn emit(
     params: &FrameParams,
+    extractor: &mut Extractor,
     machine: &str,
     sensor: &str,
     state: &mut SensorState,
@@ -436,6 +576,7 @@ fn emit(
         Metric::AccelPeak => peak,
         Metric::AccelRms | Metric::VelocityRms => rms,
     };
+    let features = features(params, extractor, machine, &f);
     let from_ms = f.k.saturating_mul(FRAME_MS);
     let to_ms = from_ms.saturating_add(FRAME_MS);
     out.push(Event {
@@ -451,6 +592,94 @@ fn emit(
         schema: 1,
         quality: f.quality(),
         samples: Some(SampleRef { block_seq: seq, from_ms, to_ms }),
-        features: None,
+        features,
     });
+}
+
+/// The features of a completed frame of acceleration samples, all kept, of one rate; `None`
+/// otherwise (velocity samples, a buffer given up, a frame restored without its samples, mixed
+/// rates: the extractor assumes evenly spaced samples).
+fn features(
+    params: &FrameParams,
+    extractor: &mut Extractor,
+    machine: &str,
+    f: &OpenFrame,
+) -> Option<Box<EventFeatures>> {
+    let unit = match f.unit {
+        Unit::G => AccelUnit::G,
+        Unit::Ms2 => AccelUnit::Ms2,
+        Unit::MmS => return None,
+    };
+    let samples = f.samples.as_ref().filter(|_| !f.mixed_rate)?;
+    let default = MachineFeatures::default();
+    let machine = params.machines.get(machine).unwrap_or(&default);
+    // Samples are finite (push refuses others) and the parameters come from a checked config,
+    // so an error here cannot come from input the cutter accepted; no features rather than a
+    // panic if it does.
+    let computed = extractor.extract(samples, &machine.params(unit, f.rate_hz)).ok()?;
+    let mut out = EventFeatures::default();
+    for (name, value) in computed.each() {
+        if let (Some(feature), Some(v)) = (Feature::from_name(name), value) {
+            out.set(feature, v);
+        }
+    }
+    Some(Box::new(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stamp::tests::{params, rec, T};
+
+    #[test]
+    fn an_open_frame_keeps_a_second_of_samples_and_gives_up_beyond() {
+        assert_eq!(OpenFrame::capacity(10.0), 12);
+        assert_eq!(OpenFrame::capacity(1e9), MAX_FRAME_SAMPLES);
+        let mut f = OpenFrame::new(0, Unit::G, ClockEvidence::UNKNOWN, 10.0);
+        assert!((0..12).all(|_| f.add(1.0)));
+        assert!(!f.add(1.0), "the 13th sample overflows");
+        assert!(f.add(1.0), "counted once");
+        assert_eq!((f.count, f.samples.as_ref()), (14, None));
+    }
+
+    #[test]
+    fn a_snapshot_without_samples_restores_and_its_open_frame_gives_no_features() {
+        let mut c = FrameCutter::new(params(Metric::AccelRms));
+        let mut out = Vec::new();
+        c.push(T, &rec("m", "s", T, 100.0, vec![1.0, 2.0, 4.0]), &mut out).unwrap();
+        // The snapshot as written before frames kept their samples: no `samples` field (a frame
+        // without samples is written without it, so these bytes are the old format).
+        let mut old = c.clone();
+        for f in
+            old.sensors.values_mut().flat_map(|m| m.values_mut()).filter_map(|s| s.open.as_mut())
+        {
+            f.samples = None;
+        }
+        let bytes = old.snapshot();
+        let mut back = FrameCutter::restore(params(Metric::AccelRms), &bytes).unwrap();
+        back.push(T, &rec("m", "s", T + 30, 100.0, vec![8.0]), &mut out).unwrap();
+        back.push(T, &rec("m", "s", T + 1000, 100.0, vec![1.0, 1.5]), &mut out).unwrap();
+        back.advance(T + 100_000, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].features, None, "the restored frame lacks its first samples");
+        assert!(out[1].features.is_some(), "frames opened after restore have them all");
+        // Damaged samples are refused.
+        let mut bad = c.clone();
+        bad.sensors.get_mut("m").unwrap().get_mut("s").unwrap().open.as_mut().unwrap().samples =
+            Some(vec![1.0]);
+        let err = FrameCutter::restore(params(Metric::AccelRms), &bad.snapshot()).unwrap_err();
+        assert!(err.to_string().contains("1 samples kept for a count of 3"), "{err}");
+    }
+
+    #[test]
+    fn a_snapshot_holds_about_nine_bytes_a_kept_sample() {
+        let mut c = FrameCutter::new(params(Metric::AccelRms));
+        let mut out = Vec::new();
+        let empty = c.snapshot().len();
+        // 11 999 samples of one 12 kHz frame, none of them exact in f32.
+        let data: Vec<f64> = (0..11_999).map(|i| 0.1 + f64::from(i) * 1e-7).collect();
+        c.push(T, &rec("m", "s", T, 12_000.0, data), &mut out).unwrap();
+        let per_sample = (c.snapshot().len() - empty) as f64 / 11_999.0;
+        assert!((9.0..9.1).contains(&per_sample), "{per_sample} bytes a sample");
+    }
 }

@@ -29,6 +29,19 @@
 //!   `event_id = "{gateway}.{sensor}.{seq}"`; `schema = 1`; `clock` = the record's clock or
 //!   `unknown` (when records with different clocks share a frame, the less trustworthy one);
 //!   `samples = {block_seq: seq, from_ms: k*1000, to_ms: (k+1)*1000}`.
+//! - **Features.** The open frame also keeps its samples, in the frame's unit as it takes them:
+//!   at most `ceil(rate_hz) + 2` (a second's worth and a margin for rounded sample times), never
+//!   more than [`MAX_FRAME_SAMPLES`] (65 536). At emission [`crate::features::Extractor`] computes
+//!   the event's `features` from them with the machine's [`MachineFeatures`] (from its asset entry,
+//!   [`FrameParams::machines`]; the 10-1000 Hz velocity band and no bearing for a machine without
+//!   one): `accel_rms`, `accel_peak`, `crest_factor`, `kurtosis` always (`accel_rms`/`accel_peak`
+//!   bit for bit the event's `value`), `velocity_rms` when `rate_hz / 2` is above the velocity
+//!   band's top, the `env_*` indicators when the machine has a bearing and a shaft speed and the
+//!   spectrum holds them. A frame gives **no features** (its `value` is unaffected) when its samples
+//!   are velocities (`mm/s`), when samples of more than one rate went into it (they are not evenly
+//!   spaced), when more samples arrived than it keeps (counted by
+//!   [`FrameCutter::unbuffered_frames`]), or when it was open in a snapshot written before frames
+//!   kept their samples (below). Gaps inside a frame are closed up, as for the value.
 //! - **Quality.** The expected count of a frame is `round(rate_hz)` of its samples. Fewer samples
 //!   than expected, fewer than 2 samples, or samples of different rates in one frame give
 //!   `uncertain`; otherwise `good`. Missing samples are never padded. A frame with one sample is
@@ -48,10 +61,32 @@
 //!   sensors in order of their last arrival, ties in (machine, sensor) order. `advance` does not
 //!   allocate when no sensor is idle.
 
+//!
+//! # Snapshots
+//!
+//! [`FrameCutter::snapshot`] holds each open frame's samples (the `samples` field, CBOR `f64`s:
+//! 9 bytes a sample, so about 9 x rate bytes for a frame at its end, 108 kB at 12 kHz). A
+//! snapshot written before frames kept their samples has no such field and still restores; the
+//! frames open in it then give no features (their first samples are gone, and features of part
+//! of a second would not be the frame's), and every frame opened after the restore gives them.
+//! Restoring refuses kept samples that do not match the frame's count or are not finite. The
+//! extractor (FFT plans and buffers) is not state: [`FrameCutter::new`] and
+//! [`FrameCutter::restore`] create it.
+//!
+//! # Cost
+//!
+//! - **Memory:** 8 bytes x `ceil(rate_hz) + 2` per open frame (one per sensor; 96 kB at 12 kHz,
+//!   26 kB at 3200 Hz), allocated when the frame opens, plus the extractor's plans and buffers for
+//!   each frame length seen (a few times the frame).
+//! - **CPU:** one real FFT of the frame per emitted frame when it can give `velocity_rms` or
+//!   indicators (`O(n log n)`), and for indicators the envelope's inverse and forward FFTs of the
+//!   envelope band; moments alone are linear. `benches/features.rs` measures each path against
+//!   the plain running RMS (`cargo bench --bench features`).
+
 pub mod clock;
 pub mod frames;
 
-pub use frames::{FrameCutter, FrameParams, FRAME_MS};
+pub use frames::{FrameCutter, FrameParams, MachineFeatures, FRAME_MS, MAX_FRAME_SAMPLES};
 
 #[cfg(test)]
 mod tests;

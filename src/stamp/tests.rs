@@ -1,18 +1,25 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::event::features::Feature;
 use crate::event::rejection::Reason;
 use crate::event::{ClockEvidence, ClockState, Event, Metric, Quality, SampleRef, Unit};
 use crate::trace::SamplesRecord;
 use proptest::prelude::*;
 
-const T: i64 = 1_700_000_000_000;
+pub(super) const T: i64 = 1_700_000_000_000;
 
-fn params(metric: Metric) -> FrameParams {
-    FrameParams { gateway: "gw".into(), metric, flush_after_ms: 15_000 }
+pub(super) fn params(metric: Metric) -> FrameParams {
+    FrameParams { gateway: "gw".into(), metric, flush_after_ms: 15_000, machines: BTreeMap::new() }
 }
 
-fn rec(machine: &str, sensor: &str, t0_ms: i64, rate_hz: f64, data: Vec<f64>) -> SamplesRecord {
+pub(super) fn rec(
+    machine: &str,
+    sensor: &str,
+    t0_ms: i64,
+    rate_hz: f64,
+    data: Vec<f64>,
+) -> SamplesRecord {
     SamplesRecord {
         machine: machine.into(),
         sensor: sensor.into(),
@@ -200,6 +207,7 @@ fn seq_event_id_and_sample_ref() {
         gateway: "gw-7".into(),
         metric: Metric::AccelRms,
         flush_after_ms: 15_000,
+        machines: BTreeMap::new(),
     });
     let mut out = Vec::new();
     let clock = ClockEvidence { state: ClockState::Synced, err_ms: Some(3) };
@@ -224,7 +232,13 @@ fn seq_event_id_and_sample_ref() {
         schema: 1,
         quality: Quality::Good,
         samples: Some(SampleRef { block_seq: 2, from_ms: T + 1000, to_ms: T + 2000 }),
-        features: None,
+        // Constant samples: every moment 0; at 10 Hz no velocity (Nyquist below 1000 Hz).
+        features: Some(Box::new(
+            [Feature::AccelRms, Feature::AccelPeak, Feature::CrestFactor, Feature::Kurtosis]
+                .into_iter()
+                .map(|f| (f, 0.0))
+                .collect(),
+        )),
     };
     assert_eq!(out[1], want);
     assert_eq!(out[3].ts_ms, T + 3_601_000);
@@ -427,5 +441,138 @@ proptest! {
             }
             prop_assert!(clocks.contains(&e.clock), "{}: {:?} not among {:?}", e.event_id, e.clock, clocks);
         }
+    }
+}
+
+/// A second of a 120 Hz sine (amplitude 1 g) plus a 30 Hz one (0.5 g), sampled at `rate` Hz.
+fn tones(t0: i64, rate: f64, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let t = (t0 as f64 + i as f64 * 1000.0 / rate) / 1000.0;
+            (2.0 * std::f64::consts::PI * 120.0 * t).sin()
+                + 0.5 * (2.0 * std::f64::consts::PI * 30.0 * t).sin()
+        })
+        .collect()
+}
+
+#[test]
+fn derived_events_carry_the_extractors_features_of_their_frame() {
+    let mut machines = BTreeMap::new();
+    let bearing = crate::features::Bearing {
+        shaft_hz: 1797.0 / 60.0,
+        orders: crate::features::DefectOrders::SKF_6205,
+    };
+    let with_bearing = MachineFeatures { bearing: Some(bearing), ..MachineFeatures::default() };
+    machines.insert("m".to_owned(), with_bearing.clone());
+    let mut c = FrameCutter::new(FrameParams { machines, ..params(Metric::AccelRms) });
+    let rate = 12_000.0;
+    let data = tones(T, rate, 24_000);
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, rate, data.clone()), &mut out).unwrap();
+    c.advance(T + 100_000, &mut out);
+    assert_eq!(out.len(), 2);
+    let want = crate::features::Extractor::new()
+        .extract(&data[..12_000], &with_bearing.params(crate::features::AccelUnit::G, rate))
+        .unwrap();
+    let got = out[0].features.as_deref().expect("features");
+    for (name, value) in want.each() {
+        let f = Feature::from_name(name).unwrap();
+        assert_eq!(got.get(f).map(f64::to_bits), value.map(f64::to_bits), "{name}");
+    }
+    assert_eq!(got.get(Feature::AccelRms), Some(out[0].value));
+    // 120 Hz at 1 g is 9.80665 / (2 pi 120) m/s rms / sqrt 2, 30 Hz at 0.5 g twice that.
+    let v120 = 9.80665 / (2.0 * std::f64::consts::PI * 120.0) / 2f64.sqrt() * 1000.0;
+    let v = got.get(Feature::VelocityRms).unwrap();
+    assert!((v - (v120 * v120 + (2.0 * v120).powi(2)).sqrt()).abs() < 1e-6 * v, "{v}");
+    assert!(got.get(Feature::EnvBpfo).is_some(), "the bearing's indicators");
+}
+
+#[test]
+fn features_follow_what_the_frame_allows() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    // 1 kHz: Nyquist 500 Hz is below the velocity band's top; no bearing: no envelope.
+    c.push(T, &rec("m", "s", T, 1000.0, tones(T, 1000.0, 1000)), &mut out).unwrap();
+    // Velocity samples give no acceleration features.
+    let mut v = rec("m", "v", T, 1000.0, vec![1.0, 2.0]);
+    v.unit = Unit::MmS;
+    c.push(T, &v, &mut out).unwrap();
+    c.advance(T + 100_000, &mut out);
+    let f = out[0].features.as_deref().unwrap();
+    assert!(f.get(Feature::Kurtosis).is_some());
+    assert_eq!(f.get(Feature::VelocityRms), None);
+    assert_eq!(f.get(Feature::EnvBpfo), None);
+    assert_eq!(out[1].sensor, "v");
+    assert_eq!(out[1].features, None);
+}
+
+#[test]
+fn a_frame_keeps_at_most_a_second_of_samples_and_otherwise_gives_no_features() {
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    // Samples of 10 Hz and 20 Hz in one frame: not evenly spaced, no features.
+    c.push(T, &rec("m", "s", T, 10.0, vec![1.0, 2.0]), &mut out).unwrap();
+    c.push(T, &rec("m", "s", T + 250, 20.0, vec![3.0; 5]), &mut out).unwrap();
+    let r = rec("m", "s", T + 1000, 10.0, vec![1.0; 10]);
+    c.push(T, &r, &mut out).unwrap();
+    assert_eq!(c.unbuffered_frames(), 0);
+    c.advance(T + 100_000, &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].features, None, "mixed rates");
+    assert!(out[1].features.is_some());
+}
+
+#[test]
+fn an_overflowing_frame_is_counted_and_keeps_its_value() {
+    // A frame opened at 10.4 Hz keeps ceil(10.4) + 2 = 13 samples; 30 more at 40 Hz in the
+    // same second outgrow that.
+    let mut c = FrameCutter::new(params(Metric::AccelRms));
+    let mut out = Vec::new();
+    c.push(T, &rec("m", "s", T, 10.4, vec![1.0]), &mut out).unwrap();
+    c.push(T, &rec("m", "s", T + 100, 40.0, (0..30).map(f64::from).collect()), &mut out).unwrap();
+    assert_eq!(c.unbuffered_frames(), 1);
+    c.advance(T + 100_000, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].features, None);
+    let mut plain = FrameCutter::new(params(Metric::AccelRms));
+    let mut want = Vec::new();
+    plain.push(T, &rec("m", "s", T, 10.4, vec![1.0]), &mut want).unwrap();
+    let r = rec("m", "s", T + 100, 40.0, (0..30).map(f64::from).collect());
+    plain.push(T, &r, &mut want).unwrap();
+    plain.advance(T + 100_000, &mut want);
+    assert_eq!(out[0].value.to_bits(), want[0].value.to_bits());
+}
+
+#[test]
+fn snapshot_mid_frame_gives_the_same_features_as_an_uninterrupted_run() {
+    let rate = 4096.0;
+    let data = tones(T, rate, 4096 * 3);
+    // Records of 1024 samples: a quarter second each, four to a frame.
+    let recs: Vec<SamplesRecord> = data
+        .chunks(1024)
+        .enumerate()
+        .map(|(i, d)| rec("m", "s", T + 250 * i as i64, rate, d.to_vec()))
+        .collect();
+    let run = |split: Option<usize>| {
+        let mut c = FrameCutter::new(params(Metric::AccelRms));
+        let mut out = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            if split == Some(i) {
+                c = FrameCutter::restore(params(Metric::AccelRms), &c.snapshot()).unwrap();
+            }
+            c.push(i as i64, r, &mut out).unwrap();
+        }
+        c.advance(T + 100_000, &mut out);
+        out
+    };
+    let whole = run(None);
+    assert_eq!(whole.len(), 3);
+    assert!(whole.iter().all(|e| e
+        .features
+        .as_ref()
+        .and_then(|f| f.get(Feature::VelocityRms))
+        .is_some()));
+    for split in 1..recs.len() {
+        assert_eq!(run(Some(split)), whole, "restored before record {split}");
     }
 }
