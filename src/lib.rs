@@ -1,11 +1,16 @@
 //! linegate: an edge gateway for industrial vibration monitoring.
 //!
 //! The route of a sample (docs/architecture.md): `source` (buses, Modbus) or `trace` (recorded
-//! input) → `stamp` (sequence numbers, clock evidence, features) → the store's journal (`store`)
-//! → `decider` (the pure decision path over `rule`) → the store's outbox → `forward` (MQTT).
-//! `app` wires these into `linegate run`; `replay` runs the decision path alone over a trace.
-//! `event` and `records` hold the vocabularies every stage shares (docs/contracts.md); `config`
-//! the configuration; `clock` the one time source; `telemetry` metrics, logs and systemd.
+//! input) → `ingest` (journal records, group commit into the store's journal, `store`) →
+//! `decide` (the pure decider over `stamp` and `rule`, and the decide stage that checkpoints its
+//! outputs) → the store's outbox → `forward` (MQTT). `app` wires these into `linegate run` and
+//! nothing imports it but `cli`, `demo` and `main`; `replay` runs the decider alone over a trace.
+//! Beside the route: `audit` (the operator's read side: status, inspect, explain, reconcile,
+//! quarantine, export, the status page, the metrics sampler), `control` (the control socket that
+//! serves it), `retention` (the store's budget), `telemetry` (metrics, logs, systemd), `memory`
+//! (the allocator's settings). `event` and `records` hold the vocabularies every stage shares
+//! (docs/contracts.md); `config` the configuration; `clock` the one time source. The rooms form
+//! no cycle (`tests/module_graph.rs`).
 #![deny(unsafe_code)]
 // exceptions: `source::clock_quality::read_adjtimex` (adjtimex FFI), `memory` (mallopt, malloc_trim)
 #![deny(rust_2018_idioms, unused_must_use)]

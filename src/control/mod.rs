@@ -2,7 +2,8 @@
 //! Unix domain socket on which the running daemon answers `inspect`, `status`, `explain`,
 //! `reconcile`, `quarantine`, `dump` and `export`, so that a person at the gateway sees and audits it
 //! without stopping it. [`protocol`] is the wire format (pure), [`server`] the daemon's side,
-//! [`client`] the CLI's.
+//! [`client`] the CLI's. The commands themselves are the read side's (`crate::audit`): [`run`]
+//! gives a command the same view whether the daemon or the CLI opened the store.
 
 pub mod client;
 pub mod protocol;
