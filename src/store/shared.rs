@@ -203,20 +203,28 @@ mod tests {
         let store = shared(dir.path());
         let held = store.read();
         let (done, finished) = mpsc::channel();
-        let spawn = |what: &'static str, f: fn(&SharedStore)| {
+        // Each thread says it is in while it still holds what it took, so the channel's order
+        // is the order in which the lock let them in (not the order their threads ran on after).
+        let spawn = |what: &'static str, f: fn(&SharedStore, &dyn Fn())| {
             let (store, done) = (store.clone(), done.clone());
-            std::thread::spawn(move || {
-                f(&store);
-                done.send(what).unwrap();
-            })
+            std::thread::spawn(move || f(&store, &|| done.send(what).unwrap()))
         };
-        let writer = spawn("write", |s| drop(s.write()));
+        let writer = spawn("write", |s, say| {
+            let _held = s.write();
+            say();
+        });
         while !store.writer_in() {
             std::thread::yield_now(); // the writer now waits for the shared hold
         }
-        let urgent = spawn("urgent", |s| drop(s.read_urgent()));
+        let urgent = spawn("urgent", |s, say| {
+            let _held = s.read_urgent();
+            say();
+        });
         assert_eq!(finished.recv_timeout(Duration::from_secs(10)).unwrap(), "urgent");
-        let fair = spawn("fair", |s| drop(s.read()));
+        let fair = spawn("fair", |s, say| {
+            let _held = s.read();
+            say();
+        });
         // A fair read that joined the hold would be done in microseconds.
         assert!(finished.recv_timeout(Duration::from_millis(200)).is_err(), "fair read waits");
         drop(held);
