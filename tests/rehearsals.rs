@@ -437,7 +437,9 @@ fn lost_checkpoint() {
     let running = stage.start(&["--forward", "local-ack", "--exit-at-end"]);
     let scrapes = running.finish();
     let records = series(&scrapes, "linegate_records_total");
-    never_down("linegate_records_total went down", &records);
+    // Never down from one scrape to the next (and scraped at least once); a short run may give a
+    // single scrape, which the progress check below then must have caught mid-replay.
+    counter(&scrapes, "linegate_records_total");
     // The first run's checkpoint said 300; the re-derived count starts again below it.
     assert!(records.iter().any(|&r| r < 300.0), "no replay progress seen: {records:?}");
 
