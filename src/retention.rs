@@ -112,15 +112,36 @@ pub fn enforce(
     telemetry: &Telemetry,
 ) -> Result<Option<ShedReport>, StoreError> {
     let max = config.store.max_bytes;
+    // The retention stage's span, one per pass: the budget, the ledger records pruned, the
+    // store's size, and what went over the budget (history records trimmed, frames shed).
+    let span = tracing::debug_span!(
+        "retention",
+        max_bytes = max,
+        pruned = tracing::field::Empty,
+        size = tracing::field::Empty,
+        trimmed = tracing::field::Empty,
+        shed_frames = tracing::field::Empty
+    );
+    let _entered = span.enter();
     // A batch at a time, the lock released between them, until the history is caught up.
-    while prune(&mut store.write(), config, telemetry)? == PRUNE_PER_CHECK as u64 {}
+    let mut pruned = 0;
+    loop {
+        let n = prune(&mut store.write(), config, telemetry)?;
+        pruned += n;
+        if n != PRUNE_PER_CHECK as u64 {
+            break;
+        }
+    }
+    span.record("pruned", pruned);
     let mut s = store.write();
     let size = s.disk_usage()?;
+    span.record("size", size);
     if size <= max {
         return Ok(None);
     }
     // History first: input already decided and delivered (store/history.rs).
     let trim = s.trim_history(size - crate::store::low_water(max))?;
+    span.record("trimmed", trim.records);
     if trim.records > 0 {
         tracing::info!(
             size,
@@ -141,6 +162,7 @@ pub fn enforce(
         |m: &str, sensor: &str, from: i64, to: i64| evidence.protects(m, sensor, from, to);
     let report = s.shed_to_budget(max, SystemClock::new().now_ms(), &protect)?;
     drop(s);
+    span.record("shed_frames", report.frames);
     if report.triggered {
         tracing::info!(
             size = report.size_before,
@@ -325,5 +347,24 @@ mod tests {
         assert!(!e.protects("m", "s2", 69_000, 70_000));
         assert!(e.protects("m", "s2", 69_500, 70_500));
         assert!(!e.protects("n", "s2", 99_000, 100_000), "no watermark: not recent");
+    }
+
+    /// The retention stage's span, one per pass: the budget, what was pruned, the size found,
+    /// and, over the budget, what was trimmed and shed.
+    #[test]
+    fn the_retention_span_names_the_budget_and_what_the_pass_did() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = Store::open(tmp.path(), crate::store::StoreOptions::default()).unwrap();
+        s.append_journal(&[(1, b"a line".to_vec())]).unwrap();
+        s.checkpoint(1, b"decider", &[]).unwrap();
+        let store = SharedStore::new(s);
+        let mut config = Config::for_replay_defaults("gw");
+        config.store.max_bytes = 1;
+        let telemetry = Telemetry::new();
+        let (r, text) =
+            crate::telemetry::captured::trace_of(|| enforce(&store, &config, &telemetry));
+        assert!(r.unwrap().is_some_and(|report| report.triggered), "over a budget of 1 byte");
+        assert!(text.contains("retention{max_bytes=1 pruned=0 size="), "{text}");
+        assert!(text.contains(" trimmed=0 shed_frames=0}"), "nothing to trim or shed: {text}");
     }
 }

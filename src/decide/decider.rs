@@ -349,7 +349,22 @@ impl Decider {
             Arrival::Samples(rec) => {
                 self.counts.samples_records += 1;
                 let mut derived = std::mem::take(&mut self.derived);
-                let pushed = self.cutter.push(self.now, rec, &mut derived);
+                let pushed = {
+                    // The stamp stage's span: a block of raw samples cut into frames, and the
+                    // events derived from the frames it completed.
+                    let span = tracing::trace_span!(
+                        "stamp",
+                        machine = %rec.machine,
+                        sensor = %rec.sensor,
+                        t0_ms = rec.t0_ms,
+                        samples = rec.data.len(),
+                        derived = tracing::field::Empty
+                    );
+                    let _entered = span.enter();
+                    let pushed = self.cutter.push(self.now, rec, &mut derived);
+                    span.record("derived", derived.len());
+                    pushed
+                };
                 self.decide_derived(&mut derived, alerts);
                 self.derived = derived;
                 pushed.map_err(|why| (Some(at), why))?;
@@ -363,7 +378,18 @@ impl Decider {
         let mut derived = std::mem::take(&mut self.derived);
         while let Some(due) = self.cutter.next_flush_due().filter(|&d| d <= at) {
             self.now = self.now.max(due);
-            self.cutter.advance(self.now, &mut derived);
+            {
+                // The stamp stage's span: stalled sensors' open frames flushed at ingest time
+                // `flush_at_ms`, and the events derived from them.
+                let span = tracing::trace_span!(
+                    "stamp",
+                    flush_at_ms = self.now,
+                    derived = tracing::field::Empty
+                );
+                let _entered = span.enter();
+                self.cutter.advance(self.now, &mut derived);
+                span.record("derived", derived.len());
+            }
             self.decide_derived(&mut derived, alerts);
         }
         self.now = at;

@@ -66,4 +66,26 @@ mod tests {
         assert!(text.contains("decide{journal_pos=7 event_id=\"press-1.s1.1\"}"), "{text}");
         assert_eq!(pending.records, 1);
     }
+
+    /// The stamp stage's spans: a block of raw samples cut into frames (the event of the frame it
+    /// completed), and, a minute of ingest time later, the stalled sensor's open frame flushed.
+    #[test]
+    fn the_stamp_span_names_the_block_and_the_events_derived() {
+        let t = 1_700_000_000_000i64;
+        let samples = format!(
+            r#"{{"at": {t}, "kind": "samples", "machine": "m", "sensor": "s", "t0_ms": {t}, "rate_hz": 4, "unit": "g", "data": [0.1, 0.2, 0.3, 0.4, 0.5]}}"#
+        );
+        let tick = format!(r#"{{"at": {}, "kind": "tick"}}"#, t + 60_000);
+        let mut decider = Decider::new(&Config::for_replay_defaults("gw")).reporting();
+        let mut pending = Pending::default();
+        let ((), text) = trace_of(|| {
+            for (pos, line) in [(1, samples), (2, tick)] {
+                let rec = JournalRecord { pos, at: t, origin: None, line: line.into_bytes() };
+                decide(&mut decider, &mut pending, &rec, None);
+            }
+        });
+        let block = format!("stamp{{machine=m sensor=s t0_ms={t} samples=5 derived=1}}");
+        assert!(text.contains(&block), "{text}");
+        assert!(text.contains("stamp{flush_at_ms="), "the open frame flushed: {text}");
+    }
 }

@@ -450,13 +450,4 @@ impl Session {
 }
 
 #[cfg(test)]
-#[path = "session_tests.rs"]
 mod tests;
-
-#[cfg(test)]
-#[path = "commit_tests.rs"]
-mod commit_tests;
-
-#[cfg(test)]
-#[path = "round_tests.rs"]
-mod round_tests;

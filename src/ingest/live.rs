@@ -148,7 +148,17 @@ pub(super) async fn ingest_live<A: Adapter>(
             item = input.recv() => match item {
                 None => true,
                 Some(item) => {
+                    // The source stage's span, one per block read: what it became.
+                    let span = tracing::debug_span!(
+                        "source",
+                        source = p.source,
+                        records = tracing::field::Empty,
+                        samples = tracing::field::Empty,
+                        gaps = tracing::field::Empty
+                    );
+                    let _entered = span.enter();
                     adapter.convert(item, Now::read(clock.as_ref()), &mut items);
+                    record_block(&span, &items);
                     false
                 }
             },
@@ -209,6 +219,21 @@ pub(super) async fn ingest_live<A: Adapter>(
             return Ok(());
         }
     }
+}
+
+/// Records on the source stage's span what a block read became: samples records and their
+/// readings, and gaps (declared by the source, or holes in its timeline).
+fn record_block(span: &tracing::Span, items: &[LiveItem]) {
+    let samples: Vec<usize> = items
+        .iter()
+        .filter_map(|i| match i {
+            LiveItem::Samples(r) => Some(r.data.len()),
+            _ => None,
+        })
+        .collect();
+    span.record("records", samples.len());
+    span.record("samples", samples.iter().sum::<usize>());
+    span.record("gaps", items.iter().filter(|i| matches!(i, LiveItem::Gap(_))).count());
 }
 
 fn push_line(got: &mut Collected, journaled: &mut u64, source: u16, at: i64, line: Vec<u8>) {

@@ -164,22 +164,35 @@ impl Committer {
     /// Makes every write counted before it began durable (see the module documentation); a
     /// failure poisons the store.
     pub fn commit(&self) -> Result<Committed> {
+        // The store commit's span: the writes it makes durable and the last journal position
+        // among them, or that a commit that began after this call covered it.
+        let span = tracing::debug_span!(
+            "commit",
+            writes = tracing::field::Empty,
+            journal_to = tracing::field::Empty,
+            covered = tracing::field::Empty
+        );
+        let _entered = span.enter();
         self.shared.usable(&self.path)?;
-        self.shared.poison_on_error(run(&self.path, &self.db, &self.segments, &self.shared))
+        let done = run(&self.path, &self.db, &self.segments, &self.shared, &span);
+        self.shared.poison_on_error(done)
     }
 }
 
-/// One commit, or none when a commit that began after this call covered it.
+/// One commit, or none when a commit that began after this call covered it; what it covers is
+/// recorded on `span`.
 fn run(
     path: &Path,
     db: &sled::Db,
     segments: &segments::Segments,
     shared: &CommitShared,
+    span: &tracing::Span,
 ) -> Result<Committed> {
     let call = shared.calls.fetch_add(1, Ordering::AcqRel) + 1;
     let mut gate = shared.gate.lock().unwrap_or_else(|p| p.into_inner());
     if gate.covered >= call {
         // A commit that began after this call (and after the caller's writes) covered it.
+        span.record("covered", true);
         return Ok(Committed { removals: 0 });
     }
     // What this commit covers, read before anything is synced.
@@ -187,6 +200,8 @@ fn run(
     let writes = shared.writes.load(Ordering::Acquire);
     let journal_through = shared.journal_written.load(Ordering::Acquire);
     let removals = shared.removals.load(Ordering::Acquire);
+    span.record("writes", writes.saturating_sub(shared.synced_writes.load(Ordering::Acquire)));
+    span.record("journal_to", journal_through);
     failpoint!("store::segments::before_fsync", crate::store::StoreError);
     let seg_err = |(file, source)| StoreError::Segment { path: path.to_path_buf(), file, source };
     segments.sync().map_err(seg_err)?;
@@ -356,5 +371,16 @@ mod tests {
         let lines: Vec<Vec<u8>> = s.journal_from(1).map(|r| r.unwrap().2).collect();
         assert_eq!(lines, [b"a".to_vec(), b"raw two".to_vec(), b"raw three".to_vec()]);
         scenario.teardown();
+    }
+
+    /// The store commit's span names the writes it makes durable and the last journal position.
+    #[test]
+    fn the_commit_span_names_what_the_commit_covers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        s.append_journal(&[(1, b"a".to_vec()), (2, b"b".to_vec())]).unwrap();
+        let (r, text) = crate::telemetry::captured::trace_of(|| s.commit());
+        r.unwrap();
+        assert!(text.contains("commit{writes=1 journal_to=2}"), "{text}");
     }
 }

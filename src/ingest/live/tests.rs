@@ -21,6 +21,7 @@ use crate::source::bus::{spawn, BusReader};
 use crate::source::clock_quality::KernelClock;
 use crate::stamp::clock::KernelEvidence;
 use crate::store::{Store, StoreOptions};
+use crate::telemetry::captured::trace_of;
 
 const ADDR: u8 = 0x53;
 const T: i64 = 1_700_000_000_000;
@@ -189,9 +190,9 @@ async fn a_bus_sensor_is_journaled_decided_and_its_gaps_and_clock_steps_ledgered
     assert!(commits.is_some_and(|n| n >= 5), "about 40 blocks, 8 a commit: {commits:?}");
 }
 
-#[test]
-fn samples_lines_parse_back_to_the_same_record() {
-    let r = SamplesRecord {
+/// A block of three readings of press-7's sensor s1.
+fn press_block() -> SamplesRecord {
+    SamplesRecord {
         machine: "press-7".into(),
         sensor: "s1".into(),
         t0_ms: T,
@@ -200,11 +201,58 @@ fn samples_lines_parse_back_to_the_same_record() {
         axis: Some("z".into()),
         clock: Some(ClockEvidence { state: crate::event::ClockState::Holdover, err_ms: Some(12) }),
         data: vec![0.1, -0.003_906_25, 1.0 / 3.0],
-    };
+    }
+}
+
+#[test]
+fn samples_lines_parse_back_to_the_same_record() {
+    let r = press_block();
     let line = samples_line(T + 5, &r);
     let parsed = crate::trace::parse::parse_line(&line).unwrap();
     assert_eq!(parsed.at, T + 5);
     assert_eq!(parsed.arrival, crate::trace::Arrival::Samples(r));
     let tick = crate::trace::parse::parse_line(&tick_line(T)).unwrap();
     assert_eq!(tick.arrival, crate::trace::Arrival::Tick);
+}
+
+/// The simplest adapter: samples records as they come.
+struct Passthrough;
+
+impl Adapter for Passthrough {
+    type Item = SamplesRecord;
+    fn convert(&mut self, item: SamplesRecord, _: Now, out: &mut Vec<LiveItem>) {
+        out.push(LiveItem::Samples(item));
+    }
+    fn idle(&mut self, _: Now, _: &mut Vec<LiveItem>) {}
+}
+
+/// The source stage's span: one per block read, naming the source and what the block became.
+#[test]
+fn the_source_span_names_each_block_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SharedStore::new(Store::open(dir.path(), StoreOptions::default()).unwrap());
+    let (tx, _rx) = mpsc::channel(8);
+    let (_stop_tx, stop) = watch::channel(false);
+    let (blocks, input) = mpsc::channel(4);
+    for t0_ms in [T, T + 1_000] {
+        let r = SamplesRecord { t0_ms, rate_hz: 4.0, data: vec![0.1; 4], ..press_block() };
+        blocks.try_send(r).unwrap();
+    }
+    drop(blocks);
+    let p = Params {
+        source: 3,
+        resume_at: 0,
+        commit_records: 8,
+        commit_interval_ms: 50,
+        telemetry: crate::telemetry::Telemetry::new(),
+        raw_threshold: StoreOptions::default().raw_threshold,
+    };
+    let clock = Box::new(ManualClock::new(T));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ingest = ingest_live(p, Passthrough, input, clock, store.clone(), tx, stop);
+    let (ended, text) = trace_of(|| rt.block_on(ingest));
+    ended.unwrap();
+    let block = "source{source=3 records=1 samples=4 gaps=0}";
+    assert_eq!(text.matches(block).count(), 2, "{text}");
+    assert_eq!(store.read().next_journal_pos(), 3, "both blocks journaled");
 }

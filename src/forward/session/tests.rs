@@ -457,3 +457,6 @@ fn the_forward_span_names_the_outbox_sequences_and_the_events() {
     assert!(text.contains("seq=2 event_id=m.s1.2"), "{text}");
     assert!(text.contains("seqs=[1, 2, 3]"), "{text}");
 }
+
+mod commit;
+mod round;
