@@ -209,28 +209,9 @@ pub struct Bearing {
     pub geometry: Option<BearingGeometry>,
 }
 
-/// How the envelope band is found before the envelope spectrum (docs/contracts.md section 12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnvelopeMethod {
-    /// The configured `envelope_band` as it stands.
-    #[default]
-    Fixed,
-    /// Cepstral pre-whitening, then the configured band.
-    Whitened,
-    /// The band chosen by spectral kurtosis.
-    Kurtogram,
-}
-
-impl EnvelopeMethod {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnvelopeMethod::Fixed => "fixed",
-            EnvelopeMethod::Whitened => "whitened",
-            EnvelopeMethod::Kurtogram => "kurtogram",
-        }
-    }
-}
+/// How the envelope band is found before the envelope spectrum (docs/contracts.md section 12):
+/// the feature core's own vocabulary, read from `envelope = "fixed" | "whitened" | "kurtogram"`.
+pub use crate::features::EnvelopeMethod;
 
 impl MachineAsset {
     /// Shaft speed in hertz.

@@ -134,11 +134,7 @@ fn machine_features(asset: &MachineAsset) -> MachineFeatures {
         velocity_band: band(assets::velocity_band(Some(asset))),
         bearing,
         envelope_band: asset.envelope_band.map_or(default.envelope_band, band),
-        envelope: match asset.envelope {
-            assets::EnvelopeMethod::Fixed => features::EnvelopeMethod::Fixed,
-            assets::EnvelopeMethod::Whitened => features::EnvelopeMethod::Whitened,
-            assets::EnvelopeMethod::Kurtogram => features::EnvelopeMethod::Kurtogram,
-        },
+        envelope: asset.envelope,
     }
 }
 

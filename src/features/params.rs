@@ -157,7 +157,8 @@ pub struct Bearing {
 }
 
 /// How the band of the squared envelope is chosen and prepared (module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EnvelopeMethod {
     /// The configured envelope band of the raw spectrum.
     #[default]
