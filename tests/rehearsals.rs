@@ -54,7 +54,7 @@ fn hot_partition() {
         ));
     }
     let stage = Stage::new(&in_arrival_order(lines), 1500.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("hot-partition");
     assert!(scrapes.len() >= 10, "only {} scrapes during the run", scrapes.len());
 
     // Evidence is at most a window of four sensors (480), `also` at most also_max (100); the
@@ -66,6 +66,7 @@ fn hot_partition() {
     assert!(members.iter().any(|&m| m > 0.0), "the incident was never seen open");
 
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("hot-partition");
     let close = alerts.iter().find(|a| a["kind"] == "close" && a["machine"] == "press-1").unwrap();
     assert_eq!(close["evidence"].as_array().unwrap().len(), 4, "the four events at 0 s");
     assert_eq!(close["also_count"], 14_396);
@@ -115,12 +116,13 @@ fn schema_change() {
         lines.push((s * 1000 + 300, e));
     }
     let stage = Stage::new(&in_arrival_order(lines), 300.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("schema-change");
 
     assert_eq!(counter(&scrapes, "linegate_rejected_total{reason=\"unknown_schema\"}"), 100.0);
     assert_eq!(last(&scrapes, "linegate_events_total{origin=\"received\"}"), 600.0);
 
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("schema-change");
     let open =
         alerts.iter().find(|a| a["kind"] == "open").expect("schema 2 highs open an incident");
     assert_eq!(open["onset_ms"], T0 + 402_000, "sqrt(0.6^2 + 0.3^2) = 0.67 from 400 s");
@@ -157,7 +159,7 @@ fn poison_event() {
             .collect()
     };
     let stage = Stage::new(&lines, 200.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("poison-event");
 
     for reason in [
         "malformed_json",
@@ -175,6 +177,7 @@ fn poison_event() {
     assert_eq!(counter(&scrapes, "linegate_records_total"), stage.lines as f64);
     assert_eq!(last(&scrapes, "linegate_accepted_total"), 600.0);
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("poison-event");
     assert!(alerts.iter().any(|a| a["kind"] == "close"), "the highs at 200 s still alert");
 }
 
@@ -193,7 +196,7 @@ fn clock_jump() {
     }
     lines.extend(steady("press-1", "s2", 0, 600, |_| LOW));
     let stage = Stage::new(&in_arrival_order(lines), 200.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("clock-jump");
 
     let wm = series(&scrapes, "linegate_watermark_timestamp_seconds{machine=\"press-1\"}");
     never_down("the watermark moved back", &wm);
@@ -201,6 +204,7 @@ fn clock_jump() {
     every("the watermark followed the jump", &wm, |&w| w <= latest);
     assert_eq!(last(&scrapes, "linegate_rejected_total{reason=\"clock_future\"}"), 10.0);
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("clock-jump");
     assert!(alerts.iter().any(|a| a["kind"] == "open"), "the highs at 300 s still alert");
 }
 
@@ -218,7 +222,7 @@ fn reconnect_burst() {
         lines.push((at, e));
     }
     let stage = Stage::new(&in_arrival_order(lines), 600.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("reconnect-burst");
 
     for m in ["press-1", "mill-2"] {
         let wm =
@@ -231,6 +235,7 @@ fn reconnect_burst() {
     let late = last(&scrapes, "linegate_late_applied_total");
     assert!(too_late > 200.0 && late > 200.0, "too late {too_late}, late applied {late}");
     let (alerts, summary) = stage.check_against_replay();
+    stage.drill_shown("reconnect-burst");
     assert_eq!(summary["too_late"], too_late as u64);
     assert_eq!(summary["late_applied"], late as u64);
     assert!(alerts.iter().any(|a| a["machine"] == "mill-2"), "the buffered highs alert late");
@@ -247,11 +252,12 @@ fn duplicated_delivery() {
     let once = in_arrival_order(lines.clone());
     let twice: Vec<(i64, Value)> = lines.into_iter().flat_map(|l| [l.clone(), l]).collect();
     let stage = Stage::new(&in_arrival_order(twice), 150.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("duplicated-delivery");
 
     assert_eq!(counter(&scrapes, "linegate_duplicates_total"), 600.0);
     assert_eq!(last(&scrapes, "linegate_accepted_total"), 600.0);
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("duplicated-delivery");
     assert!(!alerts.is_empty());
 
     let single = stage.dir.path().join("once");
@@ -345,11 +351,13 @@ fn slow_sink() {
         "inflight = 2\ninflight_bytes = 16384\nmax_packet = 4096",
     );
     let running = stage.start(&[]);
+    stage.drill("start", "slow-sink");
     // Every line decided while the outbox still holds most of them (it drains in about 10 s).
     running.wait("every line decided, the outbox still buffering", |b| {
         stage.all_decided(b) && queued(b) > 0.0
     });
     running.wait("the outbox drained", |b| queued(b) == 0.0);
+    stage.drill("end", "slow-sink");
     let scrapes = running.stop();
 
     let in_flight = series(&scrapes, "linegate_broker_in_flight_publishes");
@@ -358,6 +366,7 @@ fn slow_sink() {
     let (alerts, _) = stage.check_against_replay();
     let events = check_delivered(&stage, &[&sub], &alerts);
     assert_eq!(events.len(), 600);
+    stage.drill_shown("slow-sink");
 }
 
 /// The broker (the alert service) goes away mid-run and comes back: the outbox and the replay
@@ -380,6 +389,7 @@ fn alert_service_outage() {
     running.wait("a quarter decided, the broker connected", |b| {
         records(b) >= 300.0 && sample(b, "linegate_broker_connected") == Some(1.0)
     });
+    stage.drill("start", "alert-service-outage");
     broker.stop();
     proxy.open.send(false).unwrap();
     let away = running.wait("the session lost and a backlog queued", |b| {
@@ -394,6 +404,7 @@ fn alert_service_outage() {
             && queued(b) == 0.0
             && sample(b, "linegate_broker_connected") == Some(1.0)
     });
+    stage.drill("end", "alert-service-outage");
     let scrapes = running.stop();
 
     let backlog = series(&scrapes, "linegate_replay_backlog_records");
@@ -405,6 +416,7 @@ fn alert_service_outage() {
     let before = records(&away) as usize;
     let replayed = events.values().filter(|flags| flags.contains(&true)).count();
     assert!(replayed > 0 && replayed < 1200 - before / 2, "{replayed} replayed of 1200");
+    stage.drill_shown("alert-service-outage");
 }
 
 /// The checkpoint is lost (its record no longer decodes) while a backlog of raw frames and events
@@ -428,6 +440,7 @@ fn lost_checkpoint() {
     let (first, rest) = all.split_at(300);
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--no-forward"]);
+    stage.drill("start", "lost-checkpoint");
     let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
     db.open_tree("state").unwrap().insert("c/", &b"\x09broken"[..]).unwrap();
     db.flush().unwrap();
@@ -455,6 +468,9 @@ fn lost_checkpoint() {
     let report: Value =
         serde_json::from_str(&reconciled(&["reconcile", "--json"], &stage.config)).unwrap();
     assert_eq!(report["queued"], 0, "the backlog drained: {report}");
+    stage.drill("end", "lost-checkpoint");
+    let during = stage.drill_shown("lost-checkpoint");
+    assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
 }
 
 /// A record of the backlog is damaged where the bounded start-up check does not look (an outbox
@@ -469,6 +485,7 @@ fn damage_found_while_running() {
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--no-forward"]);
     let store = stage.dir.path().join("db");
+    stage.drill("start", "damage-found-while-running");
     support::damage_outbox_record(&store, 150, b"\x01junk");
     stage.append(rest);
 
@@ -491,6 +508,9 @@ fn damage_found_while_running() {
     stage.check_against_replay();
     let report = reconciled(&["reconcile"], &stage.config);
     assert!(report.contains("1 lost to a damaged store"), "{report}");
+    stage.drill("end", "damage-found-while-running");
+    let during = stage.drill_shown("damage-found-while-running");
+    assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
 }
 
 /// The checkpoint is lost after everything was decided and acknowledged and the history expired,
@@ -505,6 +525,7 @@ fn lost_checkpoint_with_an_empty_journal() {
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
     let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], &stage.config)).unwrap();
+    stage.drill("start", "lost-checkpoint-empty-journal");
     let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
     // The history holds every line; it expires as after `[store] history` with nothing new (the
     // decide stage's truncation: the start moved past every record, the records removed).
@@ -530,4 +551,7 @@ fn lost_checkpoint_with_an_empty_journal() {
     assert_eq!(salvage["copied"]["source_positions"], 1, "{salvage}");
     // Every event accepted once, as replay decides them.
     stage.check_against_replay();
+    stage.drill("end", "lost-checkpoint-empty-journal");
+    let during = stage.drill_shown("lost-checkpoint-empty-journal");
+    assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
 }
