@@ -555,3 +555,49 @@ fn lost_checkpoint_with_an_empty_journal() {
     let during = stage.drill_shown("lost-checkpoint-empty-journal");
     assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
 }
+
+/// A sensor node forwards its buffer every 30 s (an uplink 30 s behind, in order): with
+/// `watermark_bound = "auto"` the gateway measures the ingest delay (`at - ts`, about 30 s) beside
+/// the disorder (none), exports both, and holds the quiet sensor's watermark back by it, so the
+/// incident opens once, on time, with nothing late and no amendment. The same input under the
+/// fixed 5 s bound lets the watermark run ahead while the node is quiet: most of every delivery
+/// is late, and the incident is amended.
+#[test]
+fn uplink_delay() {
+    let lines: Vec<(i64, Value)> = (0..300)
+        .map(|s| {
+            let at = (s / 30 + 1) * 30_000 + 200;
+            let v = if [25, 26, 27, 35, 36].contains(&s) { HIGH } else { LOW };
+            (at, event(at, s * 1000, "press-1", "s1", s as u64 + 1, v))
+        })
+        .collect();
+    let stage = Stage::new(&in_arrival_order(lines), 0.0, "");
+    let fixed = std::fs::read_to_string(&stage.config).unwrap();
+    let auto = "watermark_bound = \"auto\"\nauto_bound_min = \"1s\"\nauto_bound_max = \"60s\"\n";
+    assert!(fixed.contains("watermark_bound = \"5s\"\n"), "{fixed}");
+    std::fs::write(&stage.config, fixed.replace("watermark_bound = \"5s\"\n", auto)).unwrap();
+    let scrapes = stage.run_drill("uplink-delay");
+
+    let label = "{machine=\"press-1\",sensor=\"s1\"}";
+    let delay = last(&scrapes, &format!("linegate_ingest_delay_seconds{label}"));
+    assert!((30.0..36.0).contains(&delay), "measured delay {delay} s");
+    assert_eq!(last(&scrapes, &format!("linegate_watermark_disorder_seconds{label}")), 0.0);
+    assert_eq!(last(&scrapes, "linegate_late_applied_total"), 0.0);
+    let (alerts, summary) = stage.check_against_replay();
+    stage.drill_shown("uplink-delay");
+    assert_eq!(summary["late_applied"], 0);
+    let kinds: Vec<&str> = alerts.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["open", "close"], "decided on time: {alerts:?}");
+    assert_eq!(alerts[1]["also"], json!(["press-1.s1.36", "press-1.s1.37"]));
+
+    // The contrast: the fixed 5 s bound of the golden traces.
+    let dir = stage.dir.path().join("fixed");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("gateway.toml"), &fixed).unwrap();
+    let replayed = support::replay(&stage.trace, &dir.join("gateway.toml"), &dir);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&replayed.summary).unwrap()).unwrap();
+    assert!(summary["late_applied"].as_u64().unwrap() > 150, "{summary}");
+    let amended = replayed.alert_lines().iter().any(|l| l.contains("\"kind\":\"amend\""));
+    assert!(amended, "a 5 s bound amends: {:?}", replayed.alert_lines());
+}

@@ -641,6 +641,7 @@ fn report_checkpoint(
     let m = &t.metrics;
     // Before the counts: a scrape that sees a record counted sees its bound.
     m.set_watermark_bounds(decider.bounds());
+    m.set_measured_delays(decider.measured_delays());
     m.apply_counts(decider.counts());
     let (size, open_frames) = decider.state_size();
     m.set_rule_state(&size, open_frames);
