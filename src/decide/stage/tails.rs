@@ -42,7 +42,7 @@ impl Tails {
         let removed = book
             .sensors
             .iter()
-            .any(|(k, a)| a.live && !configured.contains(k) && unended(a).is_some());
+            .any(|(k, a)| a.live && !is_configured(&configured, k) && unended(a).is_some());
         Tails {
             origins: Vec::new(),
             ends: if removed { vec![(None, "configuration".into())] } else { Vec::new() },
@@ -96,7 +96,7 @@ impl Tails {
                 .iter()
                 .filter(|(k, a)| match source {
                     Some(s) => a.source == Some(s),
-                    None => a.live && !self.configured.contains(*k),
+                    None => a.live && !is_configured(&self.configured, k),
                 })
                 .filter_map(|((machine, sensor), a)| {
                     let last_seq = unended(a)?;
@@ -138,6 +138,15 @@ impl Tails {
             LedgerEntry::Checkpoint { journal_pos, records, rule_versions, outbox },
         )
     }
+}
+
+/// Whether the configuration names sensor `k` (a bus source with several axes names `s1`, its
+/// records `s1.x`, `s1.z`).
+fn is_configured(configured: &BTreeSet<(String, String)>, k: &(String, String)) -> bool {
+    configured.contains(k)
+        || configured.iter().any(|(m, s)| {
+            *m == k.0 && k.1.strip_prefix(s.as_str()).is_some_and(|axis| axis.starts_with('.'))
+        })
 }
 
 /// The highest seq of a sensor with events whose tail is not declared after it yet.
@@ -225,5 +234,8 @@ mod tests {
         assert_eq!(reason, REMOVED);
         assert_eq!(sensors.iter().map(|s| s.sensor.as_str()).collect::<Vec<_>>(), ["gone"]);
         assert!(!Tails::new(&config, "v1", &book).has_ends(), "declared: not again");
+        let configured: BTreeSet<(String, String)> = [("m".to_string(), "s1".to_string())].into();
+        let named = |s: &str| is_configured(&configured, &("m".into(), s.into()));
+        assert!(named("s1") && named("s1.x") && !named("s10") && !named("s2"));
     }
 }
