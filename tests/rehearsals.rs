@@ -583,6 +583,16 @@ fn uplink_delay() {
     assert!((30.0..36.0).contains(&delay), "measured delay {delay} s");
     assert_eq!(last(&scrapes, &format!("linegate_watermark_disorder_seconds{label}")), 0.0);
     assert_eq!(last(&scrapes, "linegate_late_applied_total"), 0.0);
+    let status: Value = serde_json::from_str(&cli(&["status", "--json"], &stage.config)).unwrap();
+    let s1 = &status["sensors"][0];
+    assert_eq!((&s1["bound_ms"], &s1["disorder_ms"]), (&json!(1000), &json!(0)), "{s1}");
+    let status_delay = s1["delay_ms"].as_f64().unwrap_or(0.0);
+    assert!((status_delay - delay * 1000.0).abs() < 1.0, "the metric's: {s1}");
+    let text = cli(&["status"], &stage.config);
+    assert!(
+        text.contains("watermark bound 1.0 s (measured: disorder 0 ms, ingest delay 3"),
+        "{text}"
+    );
     let (alerts, summary) = stage.check_against_replay();
     stage.drill_shown("uplink-delay");
     assert_eq!(summary["late_applied"], 0);

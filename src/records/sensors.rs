@@ -46,6 +46,14 @@ pub struct SensorActivity {
     /// The highest seq accepted (0 in books written before it was kept: then `last_seq`).
     #[serde(default)]
     pub max_seq: u64,
+    /// Its watermark bound and, with `auto`, the measured disorder and ingest-delay quantiles, in
+    /// ms, as of the last checkpoint (`status`).
+    #[serde(default)]
+    pub bound_ms: Option<i64>,
+    #[serde(default)]
+    pub disorder_ms: Option<i64>,
+    #[serde(default)]
+    pub delay_ms: Option<i64>,
 }
 
 impl SensorActivity {

@@ -508,6 +508,7 @@ impl DecideStage {
                 self.telemetry.metrics.gaps_declared(&gap.reason, 1);
             }
         }
+        self.note_bounds();
         let at = self.last_at.or(self.sensors.newest_at_ms()).unwrap_or(0);
         ledger.extend(self.tails.declare(&mut self.sensors, self.last_pos, at));
         let outbox_range =
@@ -544,6 +545,21 @@ impl DecideStage {
             self.housekeep(&mut shared.write(), last, through)?;
         }
         Ok(())
+    }
+
+    /// Keeps each sensor's watermark bound and measured delays in the book, for `status`.
+    fn note_bounds(&mut self) {
+        let book = &mut self.sensors.sensors;
+        for (m, s, bound) in self.decider.bounds() {
+            if let Some(a) = book.get_mut(&(m.to_string(), s.to_string())) {
+                a.bound_ms = Some(bound);
+            }
+        }
+        for (m, s, disorder, delay) in self.decider.measured_delays() {
+            if let Some(a) = book.get_mut(&(m.to_string(), s.to_string())) {
+                (a.disorder_ms, a.delay_ms) = (disorder, delay);
+            }
+        }
     }
 
     /// What follows a checkpoint's commit at once: its telemetry. `through`: the last position
