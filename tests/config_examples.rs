@@ -62,6 +62,17 @@ fn trace_config_uses_the_auto_bound_in_real_time() {
     );
 }
 
+/// The live examples measure their watermark bound (`auto`): disorder while a sensor sends, its
+/// ingest delay as well while it is quiet.
+#[test]
+fn live_configs_use_the_auto_bound() {
+    for name in ["i2c.toml", "spi.toml", "modbus-rtu.toml", "modbus-tcp.toml"] {
+        let c = Config::load(&config_dir().join(name)).unwrap();
+        assert!(c.configured_sensors().1, "{name} is live");
+        assert_eq!(c.time.watermark_bound, WatermarkBound::Auto, "{name}");
+    }
+}
+
 /// `linegate check-config` accepts every example (from the repository root, where their relative
 /// paths point) and names the key and file of a trace that does not exist.
 #[test]

@@ -54,7 +54,7 @@ fn hot_partition() {
         ));
     }
     let stage = Stage::new(&in_arrival_order(lines), 1500.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("hot-partition");
     assert!(scrapes.len() >= 10, "only {} scrapes during the run", scrapes.len());
 
     // Evidence is at most a window of four sensors (480), `also` at most also_max (100); the
@@ -66,6 +66,7 @@ fn hot_partition() {
     assert!(members.iter().any(|&m| m > 0.0), "the incident was never seen open");
 
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("hot-partition");
     let close = alerts.iter().find(|a| a["kind"] == "close" && a["machine"] == "press-1").unwrap();
     assert_eq!(close["evidence"].as_array().unwrap().len(), 4, "the four events at 0 s");
     assert_eq!(close["also_count"], 14_396);
@@ -115,12 +116,13 @@ fn schema_change() {
         lines.push((s * 1000 + 300, e));
     }
     let stage = Stage::new(&in_arrival_order(lines), 300.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("schema-change");
 
     assert_eq!(counter(&scrapes, "linegate_rejected_total{reason=\"unknown_schema\"}"), 100.0);
     assert_eq!(last(&scrapes, "linegate_events_total{origin=\"received\"}"), 600.0);
 
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("schema-change");
     let open =
         alerts.iter().find(|a| a["kind"] == "open").expect("schema 2 highs open an incident");
     assert_eq!(open["onset_ms"], T0 + 402_000, "sqrt(0.6^2 + 0.3^2) = 0.67 from 400 s");
@@ -157,7 +159,7 @@ fn poison_event() {
             .collect()
     };
     let stage = Stage::new(&lines, 200.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("poison-event");
 
     for reason in [
         "malformed_json",
@@ -175,6 +177,7 @@ fn poison_event() {
     assert_eq!(counter(&scrapes, "linegate_records_total"), stage.lines as f64);
     assert_eq!(last(&scrapes, "linegate_accepted_total"), 600.0);
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("poison-event");
     assert!(alerts.iter().any(|a| a["kind"] == "close"), "the highs at 200 s still alert");
 }
 
@@ -193,7 +196,7 @@ fn clock_jump() {
     }
     lines.extend(steady("press-1", "s2", 0, 600, |_| LOW));
     let stage = Stage::new(&in_arrival_order(lines), 200.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("clock-jump");
 
     let wm = series(&scrapes, "linegate_watermark_timestamp_seconds{machine=\"press-1\"}");
     never_down("the watermark moved back", &wm);
@@ -201,6 +204,7 @@ fn clock_jump() {
     every("the watermark followed the jump", &wm, |&w| w <= latest);
     assert_eq!(last(&scrapes, "linegate_rejected_total{reason=\"clock_future\"}"), 10.0);
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("clock-jump");
     assert!(alerts.iter().any(|a| a["kind"] == "open"), "the highs at 300 s still alert");
 }
 
@@ -218,7 +222,7 @@ fn reconnect_burst() {
         lines.push((at, e));
     }
     let stage = Stage::new(&in_arrival_order(lines), 600.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("reconnect-burst");
 
     for m in ["press-1", "mill-2"] {
         let wm =
@@ -231,6 +235,7 @@ fn reconnect_burst() {
     let late = last(&scrapes, "linegate_late_applied_total");
     assert!(too_late > 200.0 && late > 200.0, "too late {too_late}, late applied {late}");
     let (alerts, summary) = stage.check_against_replay();
+    stage.drill_shown("reconnect-burst");
     assert_eq!(summary["too_late"], too_late as u64);
     assert_eq!(summary["late_applied"], late as u64);
     assert!(alerts.iter().any(|a| a["machine"] == "mill-2"), "the buffered highs alert late");
@@ -247,11 +252,12 @@ fn duplicated_delivery() {
     let once = in_arrival_order(lines.clone());
     let twice: Vec<(i64, Value)> = lines.into_iter().flat_map(|l| [l.clone(), l]).collect();
     let stage = Stage::new(&in_arrival_order(twice), 150.0, "");
-    let scrapes = stage.run();
+    let scrapes = stage.run_drill("duplicated-delivery");
 
     assert_eq!(counter(&scrapes, "linegate_duplicates_total"), 600.0);
     assert_eq!(last(&scrapes, "linegate_accepted_total"), 600.0);
     let (alerts, _) = stage.check_against_replay();
+    stage.drill_shown("duplicated-delivery");
     assert!(!alerts.is_empty());
 
     let single = stage.dir.path().join("once");
@@ -345,11 +351,13 @@ fn slow_sink() {
         "inflight = 2\ninflight_bytes = 16384\nmax_packet = 4096",
     );
     let running = stage.start(&[]);
+    stage.drill("start", "slow-sink");
     // Every line decided while the outbox still holds most of them (it drains in about 10 s).
     running.wait("every line decided, the outbox still buffering", |b| {
         stage.all_decided(b) && queued(b) > 0.0
     });
     running.wait("the outbox drained", |b| queued(b) == 0.0);
+    stage.drill("end", "slow-sink");
     let scrapes = running.stop();
 
     let in_flight = series(&scrapes, "linegate_broker_in_flight_publishes");
@@ -358,6 +366,7 @@ fn slow_sink() {
     let (alerts, _) = stage.check_against_replay();
     let events = check_delivered(&stage, &[&sub], &alerts);
     assert_eq!(events.len(), 600);
+    stage.drill_shown("slow-sink");
 }
 
 /// The broker (the alert service) goes away mid-run and comes back: the outbox and the replay
@@ -380,6 +389,7 @@ fn alert_service_outage() {
     running.wait("a quarter decided, the broker connected", |b| {
         records(b) >= 300.0 && sample(b, "linegate_broker_connected") == Some(1.0)
     });
+    stage.drill("start", "alert-service-outage");
     broker.stop();
     proxy.open.send(false).unwrap();
     let away = running.wait("the session lost and a backlog queued", |b| {
@@ -394,6 +404,7 @@ fn alert_service_outage() {
             && queued(b) == 0.0
             && sample(b, "linegate_broker_connected") == Some(1.0)
     });
+    stage.drill("end", "alert-service-outage");
     let scrapes = running.stop();
 
     let backlog = series(&scrapes, "linegate_replay_backlog_records");
@@ -405,6 +416,7 @@ fn alert_service_outage() {
     let before = records(&away) as usize;
     let replayed = events.values().filter(|flags| flags.contains(&true)).count();
     assert!(replayed > 0 && replayed < 1200 - before / 2, "{replayed} replayed of 1200");
+    stage.drill_shown("alert-service-outage");
 }
 
 /// The checkpoint is lost (its record no longer decodes) while a backlog of raw frames and events
@@ -428,6 +440,7 @@ fn lost_checkpoint() {
     let (first, rest) = all.split_at(300);
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--no-forward"]);
+    stage.drill("start", "lost-checkpoint");
     let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
     db.open_tree("state").unwrap().insert("c/", &b"\x09broken"[..]).unwrap();
     db.flush().unwrap();
@@ -455,6 +468,9 @@ fn lost_checkpoint() {
     let report: Value =
         serde_json::from_str(&reconciled(&["reconcile", "--json"], &stage.config)).unwrap();
     assert_eq!(report["queued"], 0, "the backlog drained: {report}");
+    stage.drill("end", "lost-checkpoint");
+    let during = stage.drill_shown("lost-checkpoint");
+    assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
 }
 
 /// A record of the backlog is damaged where the bounded start-up check does not look (an outbox
@@ -469,6 +485,7 @@ fn damage_found_while_running() {
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--no-forward"]);
     let store = stage.dir.path().join("db");
+    stage.drill("start", "damage-found-while-running");
     support::damage_outbox_record(&store, 150, b"\x01junk");
     stage.append(rest);
 
@@ -491,6 +508,9 @@ fn damage_found_while_running() {
     stage.check_against_replay();
     let report = reconciled(&["reconcile"], &stage.config);
     assert!(report.contains("1 lost to a damaged store"), "{report}");
+    stage.drill("end", "damage-found-while-running");
+    let during = stage.drill_shown("damage-found-while-running");
+    assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
 }
 
 /// The checkpoint is lost after everything was decided and acknowledged and the history expired,
@@ -505,6 +525,7 @@ fn lost_checkpoint_with_an_empty_journal() {
     let mut stage = Stage::new(first, 0.0, "");
     support::daemon::run_to_end(&stage.config, &["--forward", "local-ack"]);
     let inspect: Value = serde_json::from_str(&cli(&["inspect", "--json"], &stage.config)).unwrap();
+    stage.drill("start", "lost-checkpoint-empty-journal");
     let db = linegate::store::open_sled_directly(&stage.dir.path().join("db")).unwrap();
     // The history holds every line; it expires as after `[store] history` with nothing new (the
     // decide stage's truncation: the start moved past every record, the records removed).
@@ -530,4 +551,63 @@ fn lost_checkpoint_with_an_empty_journal() {
     assert_eq!(salvage["copied"]["source_positions"], 1, "{salvage}");
     // Every event accepted once, as replay decides them.
     stage.check_against_replay();
+    stage.drill("end", "lost-checkpoint-empty-journal");
+    let during = stage.drill_shown("lost-checkpoint-empty-journal");
+    assert_eq!(during["recovery"], 1, "the salvage shows in the drill: {during}");
+}
+
+/// A sensor node forwards its buffer every 30 s (an uplink 30 s behind, in order): with
+/// `watermark_bound = "auto"` the gateway measures the ingest delay (`at - ts`, about 30 s) beside
+/// the disorder (none), exports both, and holds the quiet sensor's watermark back by it, so the
+/// incident opens once, on time, with nothing late and no amendment. The same input under the
+/// fixed 5 s bound lets the watermark run ahead while the node is quiet: most of every delivery
+/// is late, and the incident is amended.
+#[test]
+fn uplink_delay() {
+    let lines: Vec<(i64, Value)> = (0..300)
+        .map(|s| {
+            let at = (s / 30 + 1) * 30_000 + 200;
+            let v = if [25, 26, 27, 35, 36].contains(&s) { HIGH } else { LOW };
+            (at, event(at, s * 1000, "press-1", "s1", s as u64 + 1, v))
+        })
+        .collect();
+    let stage = Stage::new(&in_arrival_order(lines), 0.0, "");
+    let fixed = std::fs::read_to_string(&stage.config).unwrap();
+    let auto = "watermark_bound = \"auto\"\nauto_bound_min = \"1s\"\nauto_bound_max = \"60s\"\n";
+    assert!(fixed.contains("watermark_bound = \"5s\"\n"), "{fixed}");
+    std::fs::write(&stage.config, fixed.replace("watermark_bound = \"5s\"\n", auto)).unwrap();
+    let scrapes = stage.run_drill("uplink-delay");
+
+    let label = "{machine=\"press-1\",sensor=\"s1\"}";
+    let delay = last(&scrapes, &format!("linegate_ingest_delay_seconds{label}"));
+    assert!((30.0..36.0).contains(&delay), "measured delay {delay} s");
+    assert_eq!(last(&scrapes, &format!("linegate_watermark_disorder_seconds{label}")), 0.0);
+    assert_eq!(last(&scrapes, "linegate_late_applied_total"), 0.0);
+    let status: Value = serde_json::from_str(&cli(&["status", "--json"], &stage.config)).unwrap();
+    let s1 = &status["sensors"][0];
+    assert_eq!((&s1["bound_ms"], &s1["disorder_ms"]), (&json!(1000), &json!(0)), "{s1}");
+    let status_delay = s1["delay_ms"].as_f64().unwrap_or(0.0);
+    assert!((status_delay - delay * 1000.0).abs() < 1.0, "the metric's: {s1}");
+    let text = cli(&["status"], &stage.config);
+    assert!(
+        text.contains("watermark bound 1.0 s (measured: disorder 0 ms, ingest delay 3"),
+        "{text}"
+    );
+    let (alerts, summary) = stage.check_against_replay();
+    stage.drill_shown("uplink-delay");
+    assert_eq!(summary["late_applied"], 0);
+    let kinds: Vec<&str> = alerts.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["open", "close"], "decided on time: {alerts:?}");
+    assert_eq!(alerts[1]["also"], json!(["press-1.s1.36", "press-1.s1.37"]));
+
+    // The contrast: the fixed 5 s bound of the golden traces.
+    let dir = stage.dir.path().join("fixed");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("gateway.toml"), &fixed).unwrap();
+    let replayed = support::replay(&stage.trace, &dir.join("gateway.toml"), &dir);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&replayed.summary).unwrap()).unwrap();
+    assert!(summary["late_applied"].as_u64().unwrap() > 150, "{summary}");
+    let amended = replayed.alert_lines().iter().any(|l| l.contains("\"kind\":\"amend\""));
+    assert!(amended, "a 5 s bound amends: {:?}", replayed.alert_lines());
 }

@@ -9,8 +9,9 @@
 //! stage's input (a released record is handed to it). It never reaches into the daemon's wiring
 //! (`app`). Each writes its output to the writer it is given and returns its exit status,
 //! so the answers are the same either way. Reads only, except the quarantine's release and drop,
-//! which are ledgered with the operator who asked.
+//! `drill` and `reconcile --record`, which are ledgered with the operator who asked.
 
+pub mod drill;
 pub mod explain;
 pub mod export;
 pub mod inspect;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::view::View;
 use super::AuditError;
 use crate::config::Config;
-use crate::records::ledger::{LedgerEntry, LedgerRecord};
+use crate::records::ledger::{DrillPhase, LedgerEntry, LedgerRecord};
 use crate::records::outbox::GapRange;
 use crate::records::pruned::{insert_run, owed as owed_by, PrunedSummary, Runs};
 use crate::timefmt::time;
@@ -85,6 +85,42 @@ pub struct Reconciliation {
     /// The second: is source data missing that nobody declared (a hole past allowed lateness, a
     /// silent sensor's tail)? Declared gaps are accounted for, with their reasons.
     pub source_complete: bool,
+    /// Failures injected on purpose (`linegate drill`), with what the ledger recorded while
+    /// each was on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drills: Vec<DrillReport>,
+}
+
+/// One drill: from its `start` record to its `end` (`None`: still on), and what the ledger
+/// recorded meanwhile (gaps declared by reason, alert records by kind, restarts, recoveries,
+/// quarantined records, late and too-late events, duplicates), as `(what, count)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DrillReport {
+    pub name: String,
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+    pub during: BTreeMap<String, u64>,
+}
+
+/// What a ledger record counts for in a drill's report, if anything.
+fn drill_note(e: &LedgerEntry) -> Option<String> {
+    use crate::records::ledger::Acceptance;
+    Some(match e {
+        LedgerEntry::GapDeclared { gap, .. } | LedgerEntry::Shed { gap, .. } => {
+            format!("gap declared ({})", gap.reason)
+        }
+        LedgerEntry::Alert { alert_kind, .. } => format!("alert {alert_kind}"),
+        LedgerEntry::Restart { .. } => "restart".into(),
+        LedgerEntry::Recovery { .. } => "recovery".into(),
+        LedgerEntry::Quarantined { reason, .. } => format!("quarantined ({reason})"),
+        LedgerEntry::Duplicate { .. } => "duplicate".into(),
+        LedgerEntry::ClockStep { .. } => "clock step".into(),
+        LedgerEntry::RuleChanged { .. } => "rule changed".into(),
+        LedgerEntry::SourceEnded { reason, .. } => format!("source ended ({reason})"),
+        LedgerEntry::Accepted { how: Acceptance::LateApplied, .. } => "late event applied".into(),
+        LedgerEntry::Accepted { how: Acceptance::TooLate, .. } => "too-late event".into(),
+        _ => return None,
+    })
 }
 
 /// The tail of a sensor that went quiet: everything after `last_seq`.
@@ -98,6 +134,9 @@ pub struct SilentTail {
     pub quiet_ms: Option<i64>,
     #[serde(flatten)]
     pub status: TailStatus,
+    /// For an ended tail: why (`end_of_trace`, `removed_from_configuration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What a quiet sensor's tail is.
@@ -108,6 +147,8 @@ pub enum TailStatus {
     Delayed,
     /// Silent: quiet past allowed lateness (or never heard from).
     Missing,
+    /// Declared: its source ended after its last seq (a `source_ended` record).
+    Ended,
 }
 
 /// Exit status of `reconcile`: nothing lost and no undeclared source data missing.
@@ -198,6 +239,17 @@ pub fn reconcile_ledger<'a>(
     let mut declared = pruned.event_gaps.clone();
     let mut newest = pruned.newest_at_ms;
     let mut lost = pruned.lost_outbox.clone();
+    // Per sensor: the last seq a `source_ended` record declared its tail after, and why.
+    let mut ended: BTreeMap<(String, String), (u64, String)> = pruned
+        .ended
+        .iter()
+        .filter_map(|(k, v)| {
+            let (m, sensor) = k.split_once('/')?;
+            Some(((m.to_string(), sensor.to_string()), v.clone()))
+        })
+        .collect();
+    // Indexes into `r.drills` of the drills on.
+    let mut on: Vec<usize> = Vec::new();
     let mut r = Reconciliation {
         accepted_events: pruned.accepted_events,
         alert_records: pruned.alert_records,
@@ -224,7 +276,21 @@ pub fn reconcile_ledger<'a>(
         if let Some((seq, what)) = owed_by(&rec.entry) {
             owed.push((what, seq));
         }
+        if let Some(note) = drill_note(&rec.entry).filter(|_| !on.is_empty()) {
+            for &i in &on {
+                *r.drills[i].during.entry(note.clone()).or_default() += 1;
+            }
+        }
         match &rec.entry {
+            LedgerEntry::SourceEnded { reason, sensors, .. } => {
+                for e in sensors {
+                    let key = (e.machine.clone(), e.sensor.clone());
+                    ended.insert(key, (e.last_seq, reason.clone()));
+                }
+            }
+            LedgerEntry::Drill { name, phase, .. } => {
+                drill(&mut r.drills, &mut on, name, *phase, rec.at_ms)
+            }
             LedgerEntry::Accepted { machine, sensor, seq, ts_ms, .. } => {
                 r.accepted_events += 1;
                 newest = newest.max(rec.at_ms);
@@ -292,19 +358,63 @@ pub fn reconcile_ledger<'a>(
     for ((machine, sensor), (seq, at)) in last {
         let heard = at != i64::MIN;
         let quiet_ms = heard.then(|| newest.saturating_sub(at));
+        let reason = ended
+            .remove(&(machine.clone(), sensor.clone()))
+            .filter(|(after, _)| heard && *after >= seq)
+            .map(|(_, why)| why);
         let status = match quiet_ms {
+            _ if reason.is_some() => TailStatus::Ended,
             None => TailStatus::Missing,
             Some(q) if q > allowed_lateness_ms => TailStatus::Missing,
             Some(q) if q >= limits.idle_timeout_ms => TailStatus::Delayed,
             Some(_) => continue,
         };
         let last_seq = heard.then_some(seq);
-        r.silent_tails.push(SilentTail { machine, sensor, last_seq, quiet_ms, status });
+        r.silent_tails.push(SilentTail { machine, sensor, last_seq, quiet_ms, status, reason });
     }
     r.gateway_lost_nothing = r.unaccounted.is_empty();
     r.source_complete = !r.gaps.iter().any(|g| matches!(g.status, GapStatus::Undeclared { .. }))
         && !r.silent_tails.iter().any(|t| t.status == TailStatus::Missing);
     r
+}
+
+/// A drill's `start` opens its report (a second start of one on restarts it); its `end` closes
+/// the last one of that name still on, or stands alone when none is.
+fn drill(
+    drills: &mut Vec<DrillReport>,
+    on: &mut Vec<usize>,
+    name: &str,
+    phase: DrillPhase,
+    at: i64,
+) {
+    let open = on.iter().position(|&i| drills[i].name == name);
+    match (phase, open) {
+        (DrillPhase::Start, Some(k)) => {
+            drills[on[k]].start_ms = Some(at);
+        }
+        (DrillPhase::Start, None) => {
+            on.push(drills.len());
+            let during = BTreeMap::new();
+            drills.push(DrillReport {
+                name: name.into(),
+                start_ms: Some(at),
+                end_ms: None,
+                during,
+            });
+        }
+        (DrillPhase::End, Some(k)) => {
+            drills[on.remove(k)].end_ms = Some(at);
+        }
+        (DrillPhase::End, None) => {
+            let during = BTreeMap::new();
+            drills.push(DrillReport {
+                name: name.into(),
+                start_ms: None,
+                end_ms: Some(at),
+                during,
+            });
+        }
+    }
 }
 
 /// `linegate reconcile`: prints the report (text or JSON); the exit status answers its two
@@ -315,6 +425,19 @@ pub fn reconcile(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<u8, AuditError> {
+    reconcile_with(view, config, json, false, out)
+}
+
+/// [`reconcile`]; with `record` (`linegate reconcile --record`), the verdict is also written into
+/// the ledger (a `reconciled` record naming who asked), through the daemon when one holds the
+/// store.
+pub fn reconcile_with(
+    view: &mut View<'_>,
+    config: &Config,
+    json: bool,
+    record: bool,
+    out: &mut dyn Write,
+) -> Result<u8, AuditError> {
     let (snapshot, queued) = view.ledger_and_queue()?;
     let r = reconcile_ledger(
         &snapshot.pruned,
@@ -322,6 +445,40 @@ pub fn reconcile(
         &queued,
         &Limits::of(config),
     );
+    let code = r.exit_code();
+    if record {
+        let entry = verdict(&r, Some(view.operator()));
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock::new());
+        view.write(|s| s.append_ledger(&[LedgerRecord::new(now, entry)]))?;
+    }
+    print(&r, json, out)?;
+    if record && !json {
+        writeln!(out, "reconcile: verdict recorded in the ledger")?;
+    }
+    Ok(code)
+}
+
+/// The `reconciled` ledger record of a report.
+pub fn verdict(r: &Reconciliation, by: Option<crate::records::ledger::Operator>) -> LedgerEntry {
+    let undeclared = r.gaps.iter().filter(|g| matches!(g.status, GapStatus::Undeclared { .. }));
+    LedgerEntry::Reconciled {
+        accepted_events: r.accepted_events,
+        alert_records: r.alert_records,
+        acknowledged: r.acknowledged,
+        queued: r.queued,
+        declared_lost: r.declared_lost,
+        unaccounted: r.unaccounted.len() as u64,
+        gaps: r.gaps.len() as u64,
+        undeclared_gaps: undeclared.count() as u64,
+        missing_tails: r.silent_tails.iter().filter(|t| t.status == TailStatus::Missing).count()
+            as u64,
+        exit: r.exit_code(),
+        by,
+    }
+}
+
+/// The report, as text or JSON.
+fn print(r: &Reconciliation, json: bool, out: &mut dyn Write) -> Result<(), AuditError> {
     if json {
         let text = serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;
@@ -403,10 +560,26 @@ pub fn reconcile(
                 _ => "configured, never heard from".to_string(),
             };
             let what = match t.status {
-                TailStatus::Delayed => "delayed (idle, still within allowed lateness)",
-                TailStatus::Missing => "MISSING (silent past allowed lateness)",
+                TailStatus::Delayed => "delayed (idle, still within allowed lateness)".into(),
+                TailStatus::Missing => "MISSING (silent past allowed lateness)".into(),
+                TailStatus::Ended => format!(
+                    "ended (declared: {})",
+                    t.reason.as_deref().unwrap_or("source ended").replace('_', " ")
+                ),
             };
             writeln!(out, "  tail {}/{} {last}: {what}", t.machine, t.sensor)?;
+        }
+        for d in &r.drills {
+            let from = d.start_ms.map_or("(no start recorded)".into(), time);
+            let to = d.end_ms.map_or("still on".into(), |t| format!("to {}", time(t)));
+            let during = if d.during.is_empty() {
+                "nothing recorded meanwhile".to_string()
+            } else {
+                let parts: Vec<String> =
+                    d.during.iter().map(|(what, n)| format!("{n} {what}")).collect();
+                format!("meanwhile {}", parts.join(", "))
+            };
+            writeln!(out, "  drill {} from {from} {to}: {during}", d.name)?;
         }
         let lost = if r.gateway_lost_nothing {
             "the gateway lost nothing it accepted"
@@ -426,7 +599,7 @@ pub fn reconcile(
         };
         writeln!(out, "{verdict}")?;
     }
-    Ok(r.exit_code())
+    Ok(())
 }
 
 /// Limits with `allowed_lateness_ms` and an idle timeout as long (no idle tails on their own).
@@ -518,6 +691,100 @@ mod tests {
         let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &BTreeSet::new(), &lim(10_000));
         assert!(r.ok(), "{r:?}");
         assert_eq!((r.acknowledged, r.declared_lost), (1, 1));
+    }
+}
+
+/// Declared tails and drills.
+#[cfg(test)]
+mod ledger_facts_tests {
+    use super::*;
+    use crate::records::ledger::{Acceptance, EndedSensor};
+
+    fn accepted(sensor: &str, seq: u64, at: i64) -> LedgerRecord {
+        let entry = LedgerEntry::Accepted {
+            event_id: format!("{sensor}.{seq}"),
+            machine: "m".into(),
+            sensor: sensor.into(),
+            seq,
+            ts_ms: at - 100,
+            how: Acceptance::Applied,
+            journal_pos: seq,
+            outbox_seq: seq,
+            counted: false,
+        };
+        LedgerRecord::new(at, entry)
+    }
+
+    fn ended(sensor: &str, last_seq: u64) -> LedgerRecord {
+        let sensors = vec![EndedSensor { machine: "m".into(), sensor: sensor.into(), last_seq }];
+        let entry = LedgerEntry::SourceEnded {
+            source: "trace t.jsonl".into(),
+            reason: "end_of_trace".into(),
+            journal_pos: 9,
+            sensors,
+        };
+        LedgerRecord::new(0, entry)
+    }
+
+    fn drill(phase: DrillPhase, at: i64) -> LedgerRecord {
+        LedgerRecord::new(at, LedgerEntry::Drill { name: "pull".into(), phase, by: None })
+    }
+
+    /// A silent sensor's tail is missing until its source declares it ended after its last seq;
+    /// an event after the declaration makes it due again.
+    #[test]
+    fn a_declared_tail_is_ended_not_missing() {
+        let mut ledger = vec![accepted("a", 1, 1_000), accepted("b", 1, 900_000)];
+        let queued: BTreeSet<u64> = [1, 2].into();
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, &lim(600_000));
+        assert_eq!(r.exit_code(), EXIT_SOURCE_MISSING);
+        ledger.push(ended("a", 1));
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &queued, &lim(600_000));
+        assert_eq!(r.exit_code(), EXIT_OK, "{r:?}");
+        assert_eq!(r.silent_tails[0].status, TailStatus::Ended);
+        assert_eq!(r.silent_tails[0].reason.as_deref(), Some("end_of_trace"));
+        let mut summary = PrunedSummary::new();
+        for (i, rec) in ledger.iter().enumerate() {
+            summary.absorb(i as u64 + 1, rec);
+        }
+        let r = reconcile_ledger(&summary, &[], &queued, &lim(600_000));
+        assert_eq!(r.exit_code(), EXIT_OK, "a pruned declaration still holds: {r:?}");
+        ledger.push(accepted("a", 2, 2_000));
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &[1, 2, 2].into(), &lim(600_000));
+        assert_eq!(r.exit_code(), EXIT_SOURCE_MISSING, "seq 2 came after the declaration");
+        let verdict = verdict(&r, None);
+        assert!(matches!(verdict, LedgerEntry::Reconciled { missing_tails: 1, exit: 3, .. }));
+    }
+
+    /// A drill counts what the ledger recorded between its start and its end.
+    #[test]
+    fn a_drill_shows_what_happened_while_it_was_on() {
+        let dup =
+            LedgerRecord::new(5, LedgerEntry::Duplicate { event_id: "a.1".into(), journal_pos: 2 });
+        let ledger = vec![
+            dup.clone(),
+            drill(DrillPhase::Start, 10),
+            dup.clone(),
+            dup.clone(),
+            accepted("a", 1, 20),
+            drill(DrillPhase::End, 30),
+            dup,
+            drill(DrillPhase::Start, 40),
+        ];
+        let r = reconcile_ledger(&PrunedSummary::new(), &ledger, &[1].into(), &lim(600_000));
+        let want = DrillReport {
+            name: "pull".into(),
+            start_ms: Some(10),
+            end_ms: Some(30),
+            during: [("duplicate".to_string(), 2)].into(),
+        };
+        assert_eq!(r.drills[0], want);
+        assert_eq!((r.drills[1].start_ms, r.drills[1].end_ms), (Some(40), None));
+        let mut text = Vec::new();
+        print(&r, false, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("drill pull from 1970-01-01T00:00:00.010Z to 1970-01-01T00:00:00.030Z: meanwhile 2 duplicate"), "{text}");
+        assert!(text.contains("still on"), "{text}");
     }
 }
 

@@ -53,6 +53,11 @@ pub struct SensorRow {
     pub quiet_ms: Option<i64>,
     pub events: u64,
     pub gaps: BTreeMap<String, u64>,
+    /// Its watermark bound, and with `auto` the measured disorder and ingest delay (ms), as of
+    /// the last checkpoint.
+    pub bound_ms: Option<i64>,
+    pub disorder_ms: Option<i64>,
+    pub delay_ms: Option<i64>,
 }
 
 /// Every sensor seen or configured, with its state at `now_ms`.
@@ -74,6 +79,9 @@ pub fn sensor_rows(book: &SensorBook, config: &Config, now_ms: i64) -> Vec<Senso
                 quiet_ms: last_at.map(|t| now_ms.saturating_sub(t)),
                 events: a.events,
                 gaps: a.gaps.clone(),
+                bound_ms: a.bound_ms,
+                disorder_ms: a.disorder_ms,
+                delay_ms: a.delay_ms,
             },
         );
     }
@@ -88,6 +96,9 @@ pub fn sensor_rows(book: &SensorBook, config: &Config, now_ms: i64) -> Vec<Senso
             quiet_ms: None,
             events: 0,
             gaps: BTreeMap::new(),
+            bound_ms: None,
+            disorder_ms: None,
+            delay_ms: None,
         });
     }
     rows.into_values().collect()
@@ -336,7 +347,17 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
         let gaps: Vec<String> = s.gaps.iter().map(|(r, n)| format!("{n} {r}")).collect();
         let gaps =
             if gaps.is_empty() { "no gaps".into() } else { format!("gaps: {}", gaps.join(", ")) };
-        writeln!(out, "  {}/{}: {}, {last}, {gaps}", s.machine, s.sensor, s.state.as_str())?;
+        let bound = match (s.bound_ms, s.disorder_ms, s.delay_ms) {
+            (Some(b), Some(d), Some(l)) => format!(
+                ", watermark bound {} (measured: disorder {}, ingest delay {})",
+                words(b),
+                words(d),
+                words(l)
+            ),
+            (Some(b), _, _) => format!(", watermark bound {}", words(b)),
+            _ => String::new(),
+        };
+        writeln!(out, "  {}/{}: {}, {last}, {gaps}{bound}", s.machine, s.sensor, s.state.as_str())?;
     }
     let (n, b, drain) = st.backlog();
     let eta = match drain {

@@ -98,6 +98,20 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Also write the verdict into the ledger (a `reconciled` record), through the daemon
+        /// when one holds the store.
+        #[arg(long)]
+        record: bool,
+    },
+    /// Mark a failure injected on purpose in the ledger (`drill start NAME`, `drill end NAME`):
+    /// `reconcile` shows each drill with what the ledger recorded while it was on.
+    Drill {
+        #[arg(value_enum)]
+        phase: linegate::records::ledger::DrillPhase,
+        /// 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'.
+        name: String,
+        #[arg(long)]
+        config: PathBuf,
     },
     /// Queue depths, journal positions, ledger length, quarantine count, size on disk, sensors.
     Inspect {
@@ -237,7 +251,10 @@ pub(crate) fn main() -> ExitCode {
         Command::Explain { alert_id, config, json, members } => {
             audit(&config, Ask::Explain { alert_id, json, members })
         }
-        Command::Reconcile { config, json } => audit(&config, Ask::Reconcile { json }),
+        Command::Reconcile { config, json, record } => {
+            audit(&config, Ask::Reconcile { json, record })
+        }
+        Command::Drill { phase, name, config } => audit(&config, Ask::Drill { phase, name }),
         Command::Inspect { config, json } => audit(&config, Ask::Inspect { json }),
         Command::Status { config, json, once } => status(&config, json, once),
         Command::Dump { what, config } => audit(&config, Ask::Dump { what }),

@@ -41,7 +41,10 @@ pub fn run(
         Command::Explain { alert_id, json, members } => {
             audit::explain::explain(view, alert_id, *json, *members, out)
         }
-        Command::Reconcile { json } => audit::reconcile::reconcile(view, config, *json, out),
+        Command::Reconcile { json, record } => {
+            audit::reconcile::reconcile_with(view, config, *json, *record, out)
+        }
+        Command::Drill { phase, name } => audit::drill::drill(view, *phase, name, out),
         Command::Quarantine { action } => action.run(view, out),
         Command::Dump { what } => audit::dump(view, what, out),
         Command::Export { span } => audit::export::run(view, span, out),

@@ -21,19 +21,48 @@ pub const REQUEST_MAX: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Command {
-    Inspect { json: bool },
-    Status { json: bool },
-    Explain { alert_id: String, json: bool, members: Option<usize> },
-    Reconcile { json: bool },
-    Quarantine { action: Action },
-    Dump { what: String },
-    Export { span: crate::audit::export::Span },
+    Inspect {
+        json: bool,
+    },
+    Status {
+        json: bool,
+    },
+    Explain {
+        alert_id: String,
+        json: bool,
+        members: Option<usize>,
+    },
+    Reconcile {
+        json: bool,
+        /// Write the verdict into the ledger (a `reconciled` record).
+        #[serde(default)]
+        record: bool,
+    },
+    /// Marks a drill's start or end in the ledger.
+    Drill {
+        phase: crate::records::ledger::DrillPhase,
+        name: String,
+    },
+    Quarantine {
+        action: Action,
+    },
+    Dump {
+        what: String,
+    },
+    Export {
+        span: crate::audit::export::Span,
+    },
 }
 
 impl Command {
     /// True for the commands that change the store (their peer is logged and ledgered).
     pub fn mutates(&self) -> bool {
-        matches!(self, Command::Quarantine { action: Action::Release { .. } | Action::Drop { .. } })
+        matches!(
+            self,
+            Command::Quarantine { action: Action::Release { .. } | Action::Drop { .. } }
+                | Command::Reconcile { record: true, .. }
+                | Command::Drill { .. }
+        )
     }
 
     /// The command's name, for logs and metrics.
@@ -43,6 +72,7 @@ impl Command {
             Command::Status { .. } => "status",
             Command::Explain { .. } => "explain",
             Command::Reconcile { .. } => "reconcile",
+            Command::Drill { .. } => "drill",
             Command::Quarantine { .. } => "quarantine",
             Command::Dump { .. } => "dump",
             Command::Export { .. } => "export",

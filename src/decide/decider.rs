@@ -251,6 +251,12 @@ impl Decider {
         self.engine.bounds()
     }
 
+    /// `auto`: each sensor's measured disorder and ingest delay in ms, as (machine, sensor,
+    /// disorder, delay).
+    pub fn measured_delays(&self) -> impl Iterator<Item = (&str, &str, Option<i64>, Option<i64>)> {
+        self.engine.measured_delays()
+    }
+
     /// Decides one line; its alert records are appended to `alerts`. A rejected line (by the
     /// parser or by a decision) is counted and returned.
     pub fn line(

@@ -24,6 +24,9 @@ pub struct DecideBatch {
     pub records: Vec<JournalRecord>,
     /// Empty, or for each record in order its line's parse, when the sender parsed it.
     pub parsed: Vec<Option<ParsedLine>>,
+    /// Set on the batch a source sends after its last record when it reached its end (a trace
+    /// at the end of its file): the source's index and what it is, for its `source_ended`.
+    pub ended: Option<(u16, String)>,
 }
 
 impl DecideBatch {
@@ -33,7 +36,12 @@ impl DecideBatch {
             .iter()
             .map(|r| (r.line.len() <= PARSE_AHEAD_MAX).then(|| parse_line_and_event_span(&r.line)))
             .collect();
-        DecideBatch { records, parsed }
+        DecideBatch { records, parsed, ended: None }
+    }
+
+    /// No record: source `source` (described by `what`) is at its end.
+    pub fn end_of_source(source: u16, what: String) -> Self {
+        DecideBatch { records: Vec::new(), parsed: Vec::new(), ended: Some((source, what)) }
     }
 
     /// Each record with its parse, when the batch has them.
@@ -49,7 +57,7 @@ impl DecideBatch {
 
 impl From<Vec<JournalRecord>> for DecideBatch {
     fn from(records: Vec<JournalRecord>) -> Self {
-        DecideBatch { records, parsed: Vec::new() }
+        DecideBatch { records, parsed: Vec::new(), ended: None }
     }
 }
 

@@ -97,6 +97,7 @@ pub(super) async fn ingest(
     let mut first_at: Option<i64> = None;
     let mut pending: Vec<Line> = Vec::new();
     let mut deadline: Option<Instant> = None;
+    let mut at_end = false;
     while !*stop.borrow() {
         let (r, lines) = tokio::task::spawn_blocking(move || {
             let lines = reader.read(chunk);
@@ -106,6 +107,7 @@ pub(super) async fn ingest(
         reader = r;
         let lines = lines?;
         if lines.is_empty() {
+            at_end = true;
             break;
         }
         for line in lines {
@@ -140,6 +142,13 @@ pub(super) async fn ingest(
     }
     if !pending.is_empty() {
         commit(&store, &p, &tx, pending).await?;
+    }
+    if at_end {
+        // The trace is read to its end: the decide stage declares its sensors' tails.
+        let what = format!("trace {}", trace.path.display());
+        tx.send(DecideBatch::end_of_source(source, what))
+            .await
+            .map_err(|_| IngestError::StageGone("decide"))?;
     }
     if !exit_at_end {
         while !*stop.borrow() {

@@ -136,6 +136,72 @@ pub enum LedgerEntry {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         salvage: Option<Salvage>,
     },
+    /// A source declares its sensors' tails (docs/contracts.md section 11): nothing after each
+    /// `last_seq` will come from it. `reason` is `end_of_trace` (a trace source read to its end)
+    /// or `removed_from_configuration` (a live sensor the configuration no longer names, at a
+    /// start); `source` names it (`trace PATH`, or `configuration`). Written in the checkpoint
+    /// batch after journal record `journal_pos`, at that record's ingest time, and only for
+    /// sensors with an event since their last declaration.
+    SourceEnded { source: String, reason: String, journal_pos: u64, sensors: Vec<EndedSensor> },
+    /// A checkpoint: the decide stage's state through journal record `journal_pos` (`records`
+    /// decided since the last one), under `rule_versions` (rule name → `rule_version`), with
+    /// outbox records `outbox` (inclusive; `None` when it queued none). Written in the
+    /// checkpoint's own batch, so it is in the ledger exactly when the checkpoint is durable.
+    Checkpoint {
+        journal_pos: u64,
+        records: u64,
+        rule_versions: BTreeMap<String, String>,
+        outbox: Option<(u64, u64)>,
+    },
+    /// `linegate reconcile --record`: its verdict, `by` whom.
+    Reconciled {
+        accepted_events: u64,
+        alert_records: u64,
+        acknowledged: u64,
+        queued: u64,
+        declared_lost: u64,
+        unaccounted: u64,
+        /// Sequence gaps: all, and those missing undeclared.
+        gaps: u64,
+        undeclared_gaps: u64,
+        /// Sensors' tails missing (silent past allowed lateness, not declared ended).
+        missing_tails: u64,
+        exit: u8,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Operator>,
+    },
+    /// `linegate drill start|end NAME`: a failure injected on purpose begins or ends, `by` whom.
+    Drill {
+        name: String,
+        phase: DrillPhase,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Operator>,
+    },
+}
+
+/// A sensor whose tail a [`LedgerEntry::SourceEnded`] declares: its last accepted seq.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedSensor {
+    pub machine: String,
+    pub sensor: String,
+    pub last_seq: u64,
+}
+
+/// The two ends of a drill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum DrillPhase {
+    Start,
+    End,
+}
+
+impl DrillPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrillPhase::Start => "start",
+            DrillPhase::End => "end",
+        }
+    }
 }
 
 /// What a recovery copied from the damaged store into the fresh one (`src/store/salvage.rs`),
@@ -229,6 +295,19 @@ mod tests {
                     ..Salvage::default()
                 }),
             },
+            LedgerEntry::SourceEnded {
+                source: "trace t.jsonl".into(),
+                reason: "end_of_trace".into(),
+                journal_pos: 3,
+                sensors: vec![EndedSensor { machine: "m".into(), sensor: "s".into(), last_seq: 9 }],
+            },
+            LedgerEntry::Checkpoint {
+                journal_pos: 3,
+                records: 3,
+                rule_versions: [("r".to_string(), "00ff".to_string())].into(),
+                outbox: Some((4, 6)),
+            },
+            LedgerEntry::Drill { name: "pull".into(), phase: DrillPhase::End, by: None },
         ];
         for e in entries {
             let r = LedgerRecord::new(7, e);

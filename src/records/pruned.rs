@@ -52,6 +52,10 @@ pub struct PrunedSummary {
     pub event_gaps: Vec<(String, u64, u64, String)>,
     /// Per `machine/sensor/reason`: declared raw-sample gaps.
     pub sample_gaps: BTreeMap<String, SampleGapTotal>,
+    /// Per `machine/sensor`: the last seq a pruned `source_ended` record declared its tail
+    /// after, and why (empty in summaries written before it was kept).
+    #[serde(default)]
+    pub ended: BTreeMap<String, (u64, String)>,
 }
 
 /// Disjoint, ascending, non-adjacent runs of seqs `(from_seq, to_seq, ts_ms of from_seq)`.
@@ -100,6 +104,10 @@ pub fn kind_name(e: &LedgerEntry) -> &'static str {
         LedgerEntry::Restart { .. } => "restart",
         LedgerEntry::RuleChanged { .. } => "rule_changed",
         LedgerEntry::Recovery { .. } => "recovery",
+        LedgerEntry::SourceEnded { .. } => "source_ended",
+        LedgerEntry::Checkpoint { .. } => "checkpoint",
+        LedgerEntry::Reconciled { .. } => "reconciled",
+        LedgerEntry::Drill { .. } => "drill",
     }
 }
 
@@ -114,6 +122,8 @@ pub fn is_input(e: &LedgerEntry) -> bool {
             | LedgerEntry::Quarantined { .. }
             | LedgerEntry::Released { .. }
             | LedgerEntry::Alert { .. }
+            | LedgerEntry::SourceEnded { .. }
+            | LedgerEntry::Checkpoint { .. }
     )
 }
 
@@ -163,6 +173,12 @@ impl PrunedSummary {
             }
             LedgerEntry::Recovery { salvage: Some(s), .. } => {
                 self.lost_outbox.extend(&s.lost_outbox);
+            }
+            LedgerEntry::SourceEnded { reason, sensors, .. } => {
+                for e in sensors {
+                    let key = format!("{}/{}", e.machine, e.sensor);
+                    self.ended.insert(key, (e.last_seq, reason.clone()));
+                }
             }
             LedgerEntry::Shed { gap, .. } | LedgerEntry::GapDeclared { gap, .. } => match gap.range
             {

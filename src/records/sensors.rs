@@ -34,6 +34,33 @@ pub struct SensorActivity {
     pub samples_end_ms: Option<i64>,
     #[serde(default)]
     pub samples_pos: u64,
+    /// The source its events came from (the configuration's index), whether that source was
+    /// live, and the last seq a `source_ended` record declared its tail after (all unknown in
+    /// books written before they were kept).
+    #[serde(default)]
+    pub source: Option<u16>,
+    #[serde(default)]
+    pub live: bool,
+    #[serde(default)]
+    pub ended_seq: Option<u64>,
+    /// The highest seq accepted (0 in books written before it was kept: then `last_seq`).
+    #[serde(default)]
+    pub max_seq: u64,
+    /// Its watermark bound and, with `auto`, the measured disorder and ingest-delay quantiles, in
+    /// ms, as of the last checkpoint (`status`).
+    #[serde(default)]
+    pub bound_ms: Option<i64>,
+    #[serde(default)]
+    pub disorder_ms: Option<i64>,
+    #[serde(default)]
+    pub delay_ms: Option<i64>,
+}
+
+impl SensorActivity {
+    /// The highest seq accepted.
+    pub fn highest_seq(&self) -> u64 {
+        self.max_seq.max(self.last_seq)
+    }
 }
 
 /// Every sensor seen, by `(machine, sensor)`.
@@ -96,6 +123,14 @@ impl SensorBook {
                 a.last_ts_ms = *ts_ms;
                 a.last_at_ms = at_ms;
                 a.events += 1;
+                a.max_seq = a.max_seq.max(*seq);
+            }
+            LedgerEntry::SourceEnded { sensors, .. } => {
+                for e in sensors {
+                    if let Some(a) = self.sensors.get_mut(&(e.machine.clone(), e.sensor.clone())) {
+                        a.ended_seq = Some(e.last_seq);
+                    }
+                }
             }
             LedgerEntry::GapDeclared { gap, .. } | LedgerEntry::Shed { gap, .. } => {
                 let a = self.sensors.entry((gap.machine.clone(), gap.sensor.clone())).or_default();

@@ -351,6 +351,21 @@ impl Engine {
         })
     }
 
+    /// `auto`: every sensor's measured quantiles in ms, as (machine, sensor, disorder, ingest
+    /// delay); none when the bound is fixed.
+    pub fn measured_delays(&self) -> impl Iterator<Item = (&str, &str, Option<i64>, Option<i64>)> {
+        let q = match self.p.bound {
+            BoundMode::Auto { quantile, .. } => Some(quantile),
+            BoundMode::Fixed(_) => None,
+        };
+        self.machines.iter().filter(move |_| q.is_some()).flat_map(move |m| {
+            m.sensor_index.iter().map(move |(sensor, &si)| {
+                let (disorder, delay) = m.sensors[si as usize].measured(q.unwrap_or(1.0));
+                (m.name.as_str(), sensor.as_str(), disorder, delay)
+            })
+        })
+    }
+
     pub fn state_size(&self) -> StateSize {
         StateSize {
             machines: self.machines.len(),

@@ -3,7 +3,12 @@
 //! A sensor's watermark is `max ts_ms seen - bound`, and never moves backwards. A sensor is idle
 //! once `idle_timeout` of ingest time has passed since its last record; from then on its watermark
 //! advances one-for-one with ingest time from where its last record left it, as if it had kept
-//! sending on time. The machine's watermark is the minimum over its non-idle sensors (over all of
+//! sending on time. With `auto`, "on time" is what was measured: besides the disorder (`max ts
+//! seen - ts`, which sets the bound), the ingest delay (`at - ts`; for an event older than the
+//! newest seen, `at - max ts seen`, its disorder being measured already) is measured, and an idle
+//! sensor's watermark advances no further than ingest time minus the larger of the two quantiles
+//! (clamped like the bound), so a sensor whose uplink delivers its events late (a node that
+//! forwards every 40 s) is not overtaken while it is quiet. The machine's watermark is the minimum over its non-idle sensors (over all of
 //! them, advanced, when every sensor is idle), and it too never moves backwards.
 
 use serde::{Deserialize, Serialize};
@@ -12,7 +17,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum BoundMode {
     Fixed(i64),
-    /// A quantile of measured lateness over the last [`LATENESS_WINDOW`] events, clamped.
+    /// A quantile of measured lateness (disorder) over the last [`LATENESS_WINDOW`] events,
+    /// clamped; while the sensor is idle, the larger of that and the ingest delay's quantile.
     Auto {
         min_ms: i64,
         max_ms: i64,
@@ -96,25 +102,50 @@ pub struct SensorClock {
     pub last_ingest: i64,
     pub bound_ms: i64,
     pub lateness: Option<LatenessQuantile>,
+    /// `auto`: the ingest delay of the sensor's newest event time, `at - max ts seen`, at each
+    /// record (absent in snapshots written before it was measured: measured from the next record
+    /// on).
+    #[serde(default)]
+    pub delay: Option<LatenessQuantile>,
+    /// `auto`: the larger of the disorder and delay quantiles, clamped: an idle sensor's
+    /// watermark stays this far behind ingest time.
+    #[serde(default)]
+    pub idle_bound_ms: Option<i64>,
 }
 
 impl SensorClock {
     pub fn new(mode: BoundMode, at: i64) -> Self {
-        let (bound_ms, lateness) = match mode {
-            BoundMode::Fixed(b) => (b, None),
-            BoundMode::Auto { min_ms, .. } => (min_ms, Some(LatenessQuantile::default())),
+        let (bound_ms, lateness, delay) = match mode {
+            BoundMode::Fixed(b) => (b, None, None),
+            BoundMode::Auto { min_ms, .. } => {
+                (min_ms, Some(LatenessQuantile::default()), Some(LatenessQuantile::default()))
+            }
         };
-        SensorClock { max_ts: i64::MIN, wm: i64::MIN, last_ingest: at, bound_ms, lateness }
+        SensorClock {
+            max_ts: i64::MIN,
+            wm: i64::MIN,
+            last_ingest: at,
+            bound_ms,
+            lateness,
+            delay,
+            idle_bound_ms: None,
+        }
     }
 
     pub fn is_idle(&self, now: i64, idle_timeout_ms: i64) -> bool {
         now.saturating_sub(self.last_ingest) >= idle_timeout_ms
     }
 
-    /// The watermark at ingest time `now`, advanced with ingest time when idle.
+    /// The watermark at ingest time `now`, advanced with ingest time when idle (with `auto`, to
+    /// at most `now` minus the measured delay).
     pub fn watermark_at(&self, now: i64, idle_timeout_ms: i64) -> i64 {
         if self.is_idle(now, idle_timeout_ms) && self.wm != i64::MIN {
-            self.wm.max(self.wm.saturating_add(now - self.last_ingest))
+            let advanced = self.wm.saturating_add(now - self.last_ingest);
+            let capped = match self.idle_bound_ms {
+                Some(b) => advanced.min(now.saturating_sub(b)),
+                None => advanced,
+            };
+            self.wm.max(capped)
         } else {
             self.wm
         }
@@ -129,10 +160,27 @@ impl SensorClock {
         {
             let late_by = if self.max_ts == i64::MIN { 0 } else { self.max_ts.saturating_sub(ts) };
             q.record(late_by.max(0));
-            self.bound_ms = q.quantile(quantile).unwrap_or(min_ms).clamp(min_ms, max_ms);
+            // The ingest delay of the sensor's newest event time: `at - ts` for an event in order;
+            // an older one's `at - ts` is this plus its disorder, measured above. The ingest time
+            // is the record's own (journaled), so this stays deterministic.
+            let delay = self.delay.get_or_insert_with(LatenessQuantile::default);
+            delay.record(at.saturating_sub(self.max_ts.max(ts)).max(0));
+            let disorder = q.quantile(quantile);
+            self.bound_ms = disorder.unwrap_or(min_ms).clamp(min_ms, max_ms);
+            let larger = disorder.max(delay.quantile(quantile));
+            self.idle_bound_ms = Some(larger.unwrap_or(min_ms).clamp(min_ms, max_ms));
         }
         self.max_ts = self.max_ts.max(ts);
         self.wm = self.wm.max(self.max_ts.saturating_sub(self.bound_ms));
+    }
+}
+
+impl SensorClock {
+    /// `auto`: the measured quantiles, in ms, of disorder and of ingest delay (`None` when the
+    /// bound is fixed, or before any measurement).
+    pub fn measured(&self, quantile: f64) -> (Option<i64>, Option<i64>) {
+        let q = |m: &Option<LatenessQuantile>| m.as_ref().and_then(|m| m.quantile(quantile));
+        (q(&self.lateness), q(&self.delay))
     }
 }
 
@@ -217,6 +265,41 @@ mod tests {
             s.observe(1_000_000 + i * 1_000 - 3_600_000, i, mode, IDLE);
         }
         assert_eq!(s.bound_ms, 60_000);
+    }
+
+    /// A sensor whose records arrive in order but up to 40 s after their time (an uplink that
+    /// delivers every 40 s): no disorder, yet its watermark, advanced with ingest time while it is
+    /// idle between deliveries, would pass the next delivery's events under a small bound; the
+    /// measured delay holds it back.
+    #[test]
+    fn auto_bound_takes_the_larger_of_disorder_and_ingest_delay() {
+        let mode = BoundMode::Auto { min_ms: 1_000, max_ms: 60_000, quantile: 0.99 };
+        let fixed = BoundMode::Fixed(5_000);
+        let (mut auto, mut small) =
+            (SensorClock::new(mode, 40_000), SensorClock::new(fixed, 40_000));
+        let mut late = (0, 0);
+        for i in 0..200 {
+            let (ts, at) = (i * 1_000, (i / 40 + 1) * 40_000);
+            for (s, m, n) in [(&mut auto, mode, &mut late.0), (&mut small, fixed, &mut late.1)] {
+                if ts < s.watermark_at(at, IDLE) {
+                    *n += 1;
+                }
+                s.observe(ts, at, m, IDLE);
+            }
+        }
+        assert_eq!(late.0, 0, "auto: none late");
+        assert!(late.1 > 100, "a 5 s bound: {} late", late.1);
+        let (disorder, delay) = auto.measured(0.99);
+        assert_eq!(disorder, Some(0));
+        assert!(delay.is_some_and(|d| (40_000..48_000).contains(&d)), "{delay:?}");
+        assert_eq!(auto.bound_ms, 1_000, "no disorder: the minimum while it sends");
+        assert_eq!(auto.idle_bound_ms, delay);
+        assert_eq!(small.measured(0.99), (None, None));
+        // A snapshot from before the delay was measured starts measuring at its next record.
+        let mut old = auto.clone();
+        old.delay = None;
+        old.observe(200_000, 240_000, mode, IDLE);
+        assert_eq!(old.measured(0.99).1, Some(40_959), "the upper edge of 40 s's bucket");
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub(super) struct Families {
     pub(super) watermark: Family<MachineLabel, FloatGauge>,
     pub(super) lag: Family<MachineLabel, FloatGauge>,
     pub(super) watermark_bound: Family<MachineSensorLabel, FloatGauge>,
+    pub(super) watermark_disorder: Family<MachineSensorLabel, FloatGauge>,
+    pub(super) ingest_delay: Family<MachineSensorLabel, FloatGauge>,
     pub(super) records: Counter,
     pub(super) accepted: Counter,
     pub(super) duplicates: Counter,
@@ -123,6 +125,8 @@ impl Families {
             watermark: Family::default(),
             lag: Family::default(),
             watermark_bound: Family::default(),
+            watermark_disorder: Family::default(),
+            ingest_delay: Family::default(),
             records: Counter::default(),
             accepted: Counter::default(),
             duplicates: Counter::default(),
@@ -183,8 +187,18 @@ impl Families {
         r.register("lag_seconds", "Ingest time minus the machine watermark", f.lag.clone());
         r.register(
             "watermark_bound_seconds",
-            "Watermark bound now, per sensor: the configured value when fixed, the clamped lateness quantile when auto",
+            "Watermark bound now, per sensor: the configured value when fixed, the larger of the disorder and ingest-delay quantiles, clamped, when auto",
             f.watermark_bound.clone(),
+        );
+        r.register(
+            "watermark_disorder_seconds",
+            "Auto watermark: the measured quantile of disorder (newest event time seen minus an event's time), per sensor",
+            f.watermark_disorder.clone(),
+        );
+        r.register(
+            "ingest_delay_seconds",
+            "Auto watermark: the measured quantile of ingest delay (ingest time minus event time), per sensor",
+            f.ingest_delay.clone(),
         );
         r.register("records", "Arrivals decided (trace lines or live records)", f.records.clone());
         r.register(

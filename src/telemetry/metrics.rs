@@ -194,6 +194,24 @@ impl Metrics {
         }
     }
 
+    /// `auto`: each sensor's measured disorder and ingest-delay quantiles (ms), as
+    /// `Decider::measured_delays` yields them, published in seconds (none before a measurement).
+    pub fn set_measured_delays<'a>(
+        &self,
+        measured: impl IntoIterator<Item = (&'a str, &'a str, Option<i64>, Option<i64>)>,
+    ) {
+        let f = &self.inner.families;
+        for (machine, sensor, disorder, delay) in measured {
+            let label =
+                MachineSensorLabel { machine: machine.to_owned(), sensor: sensor.to_owned() };
+            for (family, ms) in [(&f.watermark_disorder, disorder), (&f.ingest_delay, delay)] {
+                if let Some(ms) = ms {
+                    family.get_or_create(&label).set(milliseconds_to_seconds(ms));
+                }
+            }
+        }
+    }
+
     /// Sets the decision counters from the decider's counts. They are totals since the store was
     /// created (the counts travel in the checkpoint), so the counters start where the last run
     /// stopped; a counter is never lowered.
@@ -485,6 +503,21 @@ mod tests {
             .filter(|l| l.starts_with("linegate_clock_state{") && l.ends_with(" 1"))
             .collect();
         assert_eq!(ones, ["linegate_clock_state{state=\"holdover\"} 1"]);
+    }
+
+    #[test]
+    fn measured_disorder_and_delay_are_per_sensor_in_seconds_once_measured() {
+        let m = Metrics::new();
+        m.set_measured_delays([
+            ("press-7", "s1", Some(0), Some(32_767)),
+            ("press-7", "s2", None, None),
+        ]);
+        assert!(has(
+            &m,
+            "linegate_watermark_disorder_seconds{machine=\"press-7\",sensor=\"s1\"} 0.0"
+        ));
+        assert!(has(&m, "linegate_ingest_delay_seconds{machine=\"press-7\",sensor=\"s1\"} 32.767"));
+        assert!(!text(&m).contains("sensor=\"s2\""), "nothing measured yet: no series");
     }
 
     #[test]

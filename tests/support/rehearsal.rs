@@ -75,6 +75,44 @@ impl Stage {
         running.stop()
     }
 
+    /// [`Stage::run`] inside a drill: `drill start NAME` through the daemon's control socket
+    /// as soon as it listens, `drill end NAME` once every line is decided.
+    pub fn run_drill(&self, name: &str) -> Vec<String> {
+        let running = self.start(&["--forward", "local-ack"]);
+        self.drill("start", name);
+        running.wait("every line decided", |b| self.all_decided(b));
+        self.drill("end", name);
+        running.stop()
+    }
+
+    /// `linegate drill PHASE NAME`: through the daemon's control socket when one runs, on the
+    /// stopped store otherwise. A daemon just started may hold the store's lock before its
+    /// socket listens: the command is tried again until it is answered (a refused one writes
+    /// nothing).
+    pub fn drill(&self, phase: &str, name: &str) {
+        let ask = || {
+            super::run(super::linegate(&["drill", phase, name]).arg("--config").arg(&self.config))
+        };
+        if poll(DEADLINE, || ask().ok().then_some(())).is_none() {
+            let r = ask();
+            panic!("drill {phase} {name}: {}\n{}", r.stdout, r.stderr);
+        }
+    }
+
+    /// `reconcile --json` shows drill `name` from its start to its end: what it says happened
+    /// meanwhile.
+    #[track_caller]
+    pub fn drill_shown(&self, name: &str) -> Value {
+        let r =
+            super::run(super::linegate(&["reconcile", "--json"]).arg("--config").arg(&self.config));
+        let report: Value = serde_json::from_str(&r.stdout).unwrap();
+        let drills = report["drills"].as_array().cloned().unwrap_or_default();
+        let d = drills.iter().find(|d| d["name"] == name);
+        let d = d.unwrap_or_else(|| panic!("drill {name} not in reconcile: {report}"));
+        assert!(d["start_ms"].is_i64() && d["end_ms"].is_i64(), "drill {name} not closed: {d}");
+        d["during"].clone()
+    }
+
     /// Starts the daemon with `args` and a scraper of its `/metrics`.
     pub fn start(&self, args: &[&str]) -> Running {
         let daemon = Daemon::start(&self.config, args, &[]);
@@ -90,8 +128,9 @@ impl Stage {
     /// exactly those `linegate replay` decides on the trace. The replayed alert records and
     /// summary.
     pub fn check_against_replay(&self) -> (Vec<Value>, Value) {
-        let report = super::reconciled(&["reconcile"], &self.config);
+        let report = super::reconciled(&["reconcile", "--record"], &self.config);
         assert!(report.contains("the gateway lost nothing it accepted"), "{report}");
+        assert!(report.contains("verdict recorded in the ledger"), "{report}");
         let want = replay(&self.trace, &self.config, self.dir.path());
         let accepted: Vec<String> = ledger(&self.config)
             .iter()

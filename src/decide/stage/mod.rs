@@ -10,6 +10,7 @@
 //! thread: in the next checkpoint's hold of the lock).
 
 mod checkpoint_commit;
+mod tails;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -95,6 +96,9 @@ pub(crate) struct DecideStage {
     dedup_pages: DedupPages,
     /// The last checkpoint's commit, while it runs on its own thread.
     in_flight: Option<CommitInFlight>,
+    /// Ledger additions of this stage beyond the decisions: the `checkpoint` and `source_ended`
+    /// records (`tails.rs`).
+    tails: tails::Tails,
 }
 
 /// Why a live sensor's samples stopped while the gateway was not running.
@@ -225,6 +229,7 @@ impl DecideStage {
             dedup_pages.stale = pages.iter().map(|(n, _)| *n).collect();
         }
         decider.keep_dedup_outside();
+        let tails = tails::Tails::new(config, &rule_version, &sensors);
         // The positions kept beside the checkpoint: the same offsets, or, when a salvage lost
         // the checkpoint, the only record of how far a source was read.
         for (source, offset) in positions {
@@ -255,6 +260,7 @@ impl DecideStage {
             rule_changed,
             dedup_pages,
             in_flight: None,
+            tails,
             live_sources: config
                 .source
                 .iter()
@@ -356,7 +362,9 @@ impl DecideStage {
         }
     }
 
-    fn decide(&mut self, batch: DecideBatch) {
+    fn decide(&mut self, mut batch: DecideBatch) {
+        let ended = batch.ended.take();
+        self.tails.note_origins(&batch.records);
         let (records, parsed) = batch.into_parts();
         for (rec, parsed) in records.iter().zip(parsed) {
             if rec.pos <= self.last_pos {
@@ -384,6 +392,9 @@ impl DecideStage {
             }
         }
         self.decider.note_state();
+        if let Some((source, what)) = ended {
+            self.tails.source_ended(source, what);
+        }
     }
 
     /// Follows each sensor's raw-sample blocks; a live source's first block after a restart that
@@ -430,7 +441,7 @@ impl DecideStage {
     /// what it allows ([`Self::housekeep`]) is done under this checkpoint's hold of the lock.
     fn checkpoint(&mut self, last: bool, defer: bool) -> Result<(), StageError> {
         let finished = self.finish_commit()?;
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && !self.tails.has_ends() {
             if let Some(through) = finished.filter(|t| self.housekeeping_due(false, t.0)) {
                 let shared = self.store.clone();
                 self.housekeep(&mut shared.write(), false, through)?;
@@ -483,7 +494,8 @@ impl DecideStage {
         if let Some(through) = finished {
             self.housekeep(&mut store, false, through)?;
         }
-        let (outbox, ledger, archived) =
+        let (outbox_base, decided) = (store.next_outbox_seq(), self.pending.records as u64);
+        let (outbox, mut ledger, archived) =
             self.pending.finish(store.next_outbox_seq(), store.next_ledger_seq(), |frame| {
                 store.append_frame(frame)
             })?;
@@ -491,10 +503,17 @@ impl DecideStage {
         puts.extend(self.offsets.iter().map(|(&s, &o)| crate::store::source_position_put(s, o)));
         for r in &ledger {
             self.sensors.absorb(r.at_ms, &r.entry);
+            self.tails.attribute(&mut self.sensors, &r.entry, &self.live_sources);
             if let crate::records::ledger::LedgerEntry::GapDeclared { gap, .. } = &r.entry {
                 self.telemetry.metrics.gaps_declared(&gap.reason, 1);
             }
         }
+        self.note_bounds();
+        let at = self.last_at.or(self.sensors.newest_at_ms()).unwrap_or(0);
+        ledger.extend(self.tails.declare(&mut self.sensors, self.last_pos, at));
+        let outbox_range =
+            (!outbox.is_empty()).then(|| (outbox_base, outbox_base + outbox.len() as u64 - 1));
+        ledger.push(self.tails.checkpoint(self.last_pos, decided, outbox_range, at));
         puts.push(crate::store::sensor_book_put(&self.sensors));
         store.apply_checkpoint_with_dedup(
             self.last_pos,
@@ -526,6 +545,21 @@ impl DecideStage {
             self.housekeep(&mut shared.write(), last, through)?;
         }
         Ok(())
+    }
+
+    /// Keeps each sensor's watermark bound and measured delays in the book, for `status`.
+    fn note_bounds(&mut self) {
+        let book = &mut self.sensors.sensors;
+        for (m, s, bound) in self.decider.bounds() {
+            if let Some(a) = book.get_mut(&(m.to_string(), s.to_string())) {
+                a.bound_ms = Some(bound);
+            }
+        }
+        for (m, s, disorder, delay) in self.decider.measured_delays() {
+            if let Some(a) = book.get_mut(&(m.to_string(), s.to_string())) {
+                (a.disorder_ms, a.delay_ms) = (disorder, delay);
+            }
+        }
     }
 
     /// What follows a checkpoint's commit at once: its telemetry. `through`: the last position
@@ -623,6 +657,7 @@ fn report_checkpoint(
     let m = &t.metrics;
     // Before the counts: a scrape that sees a record counted sees its bound.
     m.set_watermark_bounds(decider.bounds());
+    m.set_measured_delays(decider.measured_delays());
     m.apply_counts(decider.counts());
     let (size, open_frames) = decider.state_size();
     m.set_rule_state(&size, open_frames);

@@ -139,6 +139,54 @@ impl LedgerEntry {
                 let copied = s.as_ref().map_or(String::new(), |s| format!("; {}", salvage(s)));
                 format!("recovery: {what}{moved}; lost {lost}{copied}")
             }
+            LedgerEntry::SourceEnded { source, reason, journal_pos, sensors } => {
+                let tails: Vec<String> = sensors
+                    .iter()
+                    .map(|s| format!("{}/{} after seq {}", s.machine, s.sensor, s.last_seq))
+                    .collect();
+                format!(
+                    "source ended ({}): {source} declares its tails after journal record \
+                     {journal_pos}: {}",
+                    reason.replace('_', " "),
+                    tails.join(", ")
+                )
+            }
+            LedgerEntry::Checkpoint { journal_pos, records, rule_versions, outbox } => {
+                let rules: Vec<String> =
+                    rule_versions.iter().map(|(n, v)| format!("{n} {v}")).collect();
+                let queued = match outbox {
+                    Some((a, b)) if a == b => format!("outbox record {a}"),
+                    Some((a, b)) => format!("outbox records {a} to {b}"),
+                    None => "no outbox record".to_string(),
+                };
+                format!(
+                    "checkpoint through journal record {journal_pos} ({records} record(s) \
+                     decided), rule {}; {queued}",
+                    rules.join(", ")
+                )
+            }
+            LedgerEntry::Reconciled {
+                accepted_events,
+                alert_records,
+                acknowledged,
+                queued,
+                unaccounted,
+                gaps,
+                undeclared_gaps,
+                missing_tails,
+                exit,
+                by,
+                ..
+            } => format!(
+                "reconciled (exit {exit}): {accepted_events} accepted events, {alert_records} \
+                 alert records, {acknowledged} acknowledged, {queued} queued, {unaccounted} \
+                 unaccounted; {gaps} gap(s), {undeclared_gaps} undeclared; {missing_tails} \
+                 missing tail(s){}",
+                operator(by)
+            ),
+            LedgerEntry::Drill { name, phase, by } => {
+                format!("drill {name} {}{}", phase.as_str(), operator(by))
+            }
         }
     }
 }
