@@ -14,6 +14,12 @@ use crate::rule::Params;
 use super::number::{exact, sig, span, with_unit};
 
 /// The rule for one machine, as `explain` shows it.
+///
+/// A measurement rule is all there is today. A composite rule (`all_of`, `sequence`;
+/// docs/contracts.md section 4) will be shown by its own line and then one line per member: each
+/// member rule's line and the reason of its member alert, found from the member alerts the
+/// composite alert's evidence names ([`rule_for`] for each member; the place in the text is
+/// marked in `text::write`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RuleLine {
     pub name: String,

@@ -33,6 +33,8 @@ pub fn write(x: &Explanation, out: &mut dyn Write) -> io::Result<()> {
             if let Some(d) = &r.defect {
                 writeln!(out, "  defect: {}", d.text())?;
             }
+            // A composite rule's members go here, one line each: the member's rule line and
+            // the reason of its member alert (see `RuleLine`).
         }
         None => writeln!(
             out,
