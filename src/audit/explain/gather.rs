@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::decide::{Decider, Outcome};
 use crate::records::ledger::{LedgerEntry, LedgerRecord};
 use crate::rule::alert::{AlertKind, AlertRecord};
+use crate::stamp::FRAME_MS;
 use crate::store::archive::{alert_key, alert_prefix};
 use crate::trace::parse::parse_line;
 use crate::trace::{Arrival, TraceLine};
@@ -114,9 +115,16 @@ pub fn history(
     contents: &mut Contents,
 ) -> Result<(), AuditError> {
     let span = Span { from_ms: Some(from_at), to_ms: Some(to_at), machine: Some(machine.into()) };
+    // The oldest record of a history that lost its beginning (to its horizon or to retention;
+    // journal positions begin at 1).
+    let oldest = view.read(|s| s.history_from().map(|h| h.filter(|_| s.journal_start() > 1)))?;
     let mut sink =
         Sink { partial: Vec::new(), decider: Decider::new(config).reporting(), contents };
-    export(view, &span, &mut sink)?;
+    match export(view, &span, &mut sink) {
+        // Retention trimmed the history while it was read: what was read is all there is.
+        Ok(_) | Err(AuditError::Usage(_)) => {}
+        Err(e) => return Err(e),
+    }
     let rest = std::mem::take(&mut sink.partial);
     sink.decide(&rest);
     // Open frames are flushed as ingest time passes: far enough for every one.
@@ -124,6 +132,11 @@ pub fn history(
         at: to_at.saturating_add(86_400_000),
         arrival: Arrival::Tick,
     }));
+    // A history that begins inside the range may have lost the first samples of a frame: a
+    // frame that could have begun before it is not the one the gateway cut.
+    if let Some(h) = oldest.filter(|&h| h > from_at) {
+        contents.forget_frames_before(h.saturating_add(config.time.max_future_ms + FRAME_MS));
+    }
     Ok(())
 }
 

@@ -407,3 +407,40 @@ fn a_long_window_and_incident_are_listed_in_part_and_say_so() {
     assert_eq!(after, 90 - window::INCIDENT_MAX);
     assert!(list.first().unwrap().0.ts_ms > T + 10_000, "the latest of the window are kept");
 }
+
+#[test]
+fn frames_that_may_have_lost_samples_to_retention_are_forgotten() {
+    let mut contents = Contents::default();
+    let mut frame = event("s1", 1, 10, 1.0, "good", "synced");
+    frame.samples =
+        Some(crate::event::SampleRef { block_seq: 1, from_ms: T + 9000, to_ms: T + 10_000 });
+    let mut later = frame.clone();
+    (later.event_id, later.seq, later.ts_ms) = ("press-7.s1.2".into(), 2, T + 11_000);
+    let received = event("s2", 1, 10, 1.0, "good", "synced");
+    for e in [&frame, &later, &received] {
+        contents.add(e.clone());
+    }
+    contents.forget_frames_before(T + 11_000);
+    assert!(!contents.by_id.contains_key("press-7.s1.1"), "a frame before the cutoff");
+    assert!(!contents.by_time.contains_key(&("s1".to_owned(), T + 10_000)));
+    assert!(contents.by_id.contains_key("press-7.s1.2"), "a frame from the cutoff on");
+    assert!(contents.by_id.contains_key("press-7.s2.1"), "an event received whole");
+}
+
+#[test]
+fn a_frame_derived_again_under_another_number_shows_no_block_of_its_own() {
+    let c = case();
+    let mut x_events = c.events.clone();
+    // s1#1's frame as the history gives it: the same sensor and time, numbered 1 of a later
+    // start, so its block is not the gateway's.
+    x_events[0].event_id = "press-7.s1.99".into();
+    x_events[0].samples = Some(crate::event::SampleRef { block_seq: 99, from_ms: 0, to_ms: 1 });
+    let mut contents = Contents::default();
+    contents.add(x_events[0].clone());
+    let accepted = [accepted(&c.events[0], Acceptance::Applied, false)];
+    let cfg = config();
+    let r = rule::rule_for(&cfg, "severity", "press-7");
+    let w = window::window(&c.revisions[0], r.as_ref(), &accepted, &contents);
+    assert_eq!(w.events[0].value, Some(4.6234), "matched by sensor and time");
+    assert_eq!(w.events[0].samples, None);
+}

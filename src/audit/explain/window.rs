@@ -106,6 +106,13 @@ impl Contents {
         self.by_id.entry(ev.event_id.clone()).or_insert(ev);
     }
 
+    /// Forgets the events cut from raw samples (those with a sample reference) before `ts_ms`.
+    pub fn forget_frames_before(&mut self, ts_ms: i64) {
+        let keep = |e: &Event| e.samples.is_none() || e.ts_ms >= ts_ms;
+        self.by_id.retain(|_, e| keep(e));
+        self.by_time.retain(|_, e| keep(e));
+    }
+
     fn event(&self, a: &Accepted) -> Option<&Event> {
         self.by_id
             .get(&a.event_id)
@@ -200,7 +207,8 @@ fn line(
     let judged = contents.event(a).map(|ev| {
         l.quality = Some(ev.quality);
         l.clock = Some(ev.clock);
-        l.samples = ev.samples;
+        // A frame derived again may be numbered differently, and its block with it.
+        l.samples = ev.samples.filter(|_| ev.event_id == a.event_id);
         let measured = rule.and_then(|r| r.params.measurement(ev));
         (l.value, l.unit) = match measured {
             Some((v, u)) => (Some(v), Some(u)),
