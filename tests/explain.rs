@@ -15,8 +15,12 @@ use support::{cli, fixture, free_port, trace, trace_daemon_sections};
 /// `name`'s trace decided by the daemon under `name.toml` (or `golden.toml`): the directory
 /// and the configuration.
 fn decided(name: &str, toml: &str) -> (tempfile::TempDir, PathBuf) {
+    decided_under(name, std::fs::read_to_string(trace(toml)).unwrap())
+}
+
+/// `name`'s trace decided by the daemon under the configuration `head`.
+fn decided_under(name: &str, head: String) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let head = std::fs::read_to_string(trace(toml)).unwrap();
     let tail = trace_daemon_sections(
         &dir.path().join("store"),
         "",
@@ -138,4 +142,30 @@ fn cwru_frames_that_did_not_count_are_derived_again_from_the_history() {
         }
     }
     assert!(below >= 5, "frames below threshold were listed: {below}");
+}
+
+/// An inner-race rule over the envelope indicator on the CWRU recordings, with their asset table:
+/// the alert names the defect frequency it looks at, and the indicator's values are bare numbers.
+#[test]
+fn an_envelope_alert_names_the_defect_it_points_at() {
+    let head = format!(
+        "[gateway]\nid = \"gw-cwru\"\n[rule]\nname = \"inner-race\"\nmetric = \"env_bpfi\"\n\
+         threshold = 3\n[time]\nwatermark_bound = \"5s\"\nidle_timeout = \"30s\"\n{}",
+        std::fs::read_to_string(fixture("fixtures/cwru/assets.toml")).unwrap()
+    );
+    let (_dir, config) = decided_under("cwru", head);
+    let ids = alert_ids(&config);
+    let b = ids.iter().find(|id| id.contains("/motor-b/")).expect("motor-b's inner race");
+    let text = cli(&["explain", b], &config);
+    assert!(text.contains("\n  defect: inner race: 5.415 × 29.95 Hz = 162.2 Hz\n"), "{text}");
+    assert!(text.contains("env_bpfi ≥ 3, 3 events within 2 min"), "{text}");
+    assert!(text.contains("  b-de#1  env_bpfi 19.8  counted"), "{text}");
+    assert!(
+        text.contains("3 events with env_bpfi ≥ 3 within 2 min on motor-b: b-de#1 at"),
+        "{text}"
+    );
+    let x: Value = serde_json::from_str(&cli(&["explain", b, "--json"], &config)).unwrap();
+    let d = &x["rule"]["defect"];
+    assert_eq!((d["defect"].as_str(), d["part"].as_str()), (Some("bpfi"), Some("inner race")));
+    assert!((d["frequency_hz"].as_f64().unwrap() - 5.4152 * 1797.0 / 60.0).abs() < 1e-9, "{x}");
 }

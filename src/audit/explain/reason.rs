@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::event::features::MeasureUnit;
 use crate::records::ledger::Acceptance;
 use crate::rule::alert::{AlertKind, AlertRecord, EvidenceItem};
 use crate::timefmt::time;
@@ -73,15 +74,20 @@ fn cause(a: &AlertRecord, cx: &Ctx<'_>) -> String {
     }
 }
 
+/// `≥ 0.5 g`, or for a dimensionless measurement `with env_bpfi ≥ 3`.
+fn at_least(r: &RuleLine) -> String {
+    match r.unit {
+        MeasureUnit::One => format!("with {} ≥ {}", r.metric, r.threshold_text()),
+        _ => format!("≥ {}", r.threshold_text()),
+    }
+}
+
 /// `3 events ≥ 0.5 g within 2 min on m`, or without the rule `3 events on m`.
 fn condition(n: usize, a: &AlertRecord, cx: &Ctx<'_>) -> String {
     match cx.rule {
-        Some(r) => format!(
-            "{n} events ≥ {} within {} on {}",
-            r.threshold_text(),
-            span(r.window_ms),
-            a.machine
-        ),
+        Some(r) => {
+            format!("{n} events {} within {} on {}", at_least(r), span(r.window_ms), a.machine)
+        }
         None => format!("{n} events on {}", a.machine),
     }
 }
@@ -170,9 +176,9 @@ fn close(a: &AlertRecord, cx: &Ctx<'_>) -> String {
     let end = a.end_ms.map_or("its end".into(), time);
     let fewer = match cx.rule {
         Some(r) => format!(
-            "fewer than {} events ≥ {} within {} up to it",
+            "fewer than {} events {} within {} up to it",
             r.count,
-            r.threshold_text(),
+            at_least(r),
             span(r.window_ms)
         ),
         None => "too few events within the window up to it".into(),
