@@ -39,7 +39,7 @@ pub fn run(
         Command::Inspect { json } => audit::inspect::inspect(view, config, *json, out),
         Command::Status { json } => audit::status::status(view, config, live, *json, out),
         Command::Explain { alert_id, json, members } => {
-            audit::explain::explain(view, alert_id, *json, *members, out)
+            audit::explain::explain(view, config, alert_id, *json, *members, out)
         }
         Command::Reconcile { json, record } => {
             audit::reconcile::reconcile_with(view, config, *json, *record, out)

@@ -362,7 +362,8 @@ fn report(
     drop(out);
     let mut view = crate::audit::view::View::Own(&mut s);
     for id in &ids {
-        crate::audit::explain::explain(&mut view, id, false, None, &mut std::io::stdout().lock())?;
+        let out = &mut std::io::stdout().lock();
+        crate::audit::explain::explain(&mut view, config, id, false, None, out)?;
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "== reconcile (linegate reconcile)").map_err(&io)?;

@@ -18,6 +18,7 @@ pub mod alert;
 pub mod dedup;
 pub mod high_index;
 pub mod incidents;
+pub mod judge;
 pub mod watermark;
 
 use std::cmp::Reverse;
@@ -492,13 +493,11 @@ impl Engine {
     /// it carries the rule's measurement, of a counted quality and clock state, at or above the
     /// machine's threshold in the rule's unit.
     fn is_high(&self, mi: u32, ev: &Event) -> Option<(f64, MeasureUnit)> {
-        let (value, unit) = self.reader.read(ev)?;
-        let counts = self.p.count_quality.contains(&ev.quality)
-            && self.p.count_clock.contains(&ev.clock.state)
-            && unit
-                .convert(value, self.p.unit)
-                .is_some_and(|v| v >= self.machines[mi as usize].threshold);
-        counts.then_some((value, unit))
+        let threshold = self.machines[mi as usize].threshold;
+        match judge::judge_with(&self.p, self.reader, threshold, ev) {
+            judge::Judgement::Counts(value, unit) => Some((value, unit)),
+            _ => None,
+        }
     }
 
     /// A sensor of machine `mi` not seen before, first seen at ingest time `now`; `hash` is
