@@ -148,7 +148,7 @@ pub fn run(args: &[String]) {
         let acks = [LedgerRecord::new(at_end, published), LedgerRecord::new(at_end, acked)];
         s.outbox_ack_many(&seqs, &acks).expect("acknowledge");
         let end = sec0 + BLOCK;
-        if end % 60 == 0 {
+        if end.is_multiple_of(60) {
             let horizon = at_end - HISTORY_MS;
             while s.prune_ledger(horizon, PRUNE_BATCH).expect("prune").ledger_records > 0 {}
             s.set_history_floor(range.end);
@@ -157,10 +157,10 @@ pub fn run(args: &[String]) {
                 s.truncate_journal_before(keep).expect("truncate history");
             }
         }
-        if end % 3600 == 0 && end % DAY != 0 {
+        if end.is_multiple_of(3600) && !end.is_multiple_of(DAY) {
             assert!(s.snapshot_sled().expect("snapshot"), "no reader is out");
         }
-        if end % DAY == 0 {
+        if end.is_multiple_of(DAY) {
             drop(s);
             let store_bytes = tree_bytes(dir);
             let live = live_bytes(dir);
