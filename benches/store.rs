@@ -5,7 +5,7 @@
 //! `journal/commit_only` times the commit (flush + fsync) alone. The frames go to segment files
 //! (`src/store/segments.rs`); `journal_group_commit_32_frames_inline_in_sled` is the same with
 //! every line kept inside sled (the store before segments). Long runs (a simulated day with
-//! shedding, commit percentiles, restart-to-ready) are `examples/store_day.rs`.
+//! shedding, commit percentiles, restart-to-ready) are `examples/store_day/`.
 #![allow(clippy::unwrap_used)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -174,7 +174,9 @@ pub struct StoreConfig {
     /// `max_bytes`: the retention budget, the directory's real size on disk (default 4 GiB, for
     /// a Raspberry Pi with an SD card); the oldest raw samples are shed above it.
     pub max_bytes: u64,
-    /// `cache`: sled's page cache in bytes (default 64 MiB; sled's own default is 1 GiB).
+    /// `cache`: sled's page cache in bytes (default 16 MiB; sled's own default is 1 GiB). The
+    /// largest term of a burst's memory that configuration sets: at 64 MiB a 1M-line burst
+    /// peaked 91 MB (docs/performance.md, "A burst through `run`").
     pub cache_bytes: u64,
     /// Group commit: journal appends are made durable at least this often (`commit_interval`,
     /// default 100 ms; > 0) ...
@@ -192,7 +194,7 @@ impl Default for StoreConfig {
         StoreConfig {
             path: PathBuf::from("/var/lib/linegate"),
             max_bytes: 4 << 30,
-            cache_bytes: 64 << 20,
+            cache_bytes: 16 << 20,
             commit_interval_ms: 100,
             commit_records: 1000,
             history_ms: 24 * 3600 * 1000,

@@ -347,7 +347,7 @@ fn store_sizes_are_human_or_bytes() {
     let c = with("[store]\nmax_bytes = \"2GiB\"\ncache = 33554432\n").unwrap();
     assert_eq!((c.store.max_bytes, c.store.cache_bytes), (2 << 30, 32 << 20));
     let d = with("").unwrap();
-    assert_eq!((d.store.max_bytes, d.store.cache_bytes), (4 << 30, 64 << 20));
+    assert_eq!((d.store.max_bytes, d.store.cache_bytes), (4 << 30, 16 << 20));
 }
 
 #[test]

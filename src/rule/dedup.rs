@@ -50,6 +50,9 @@ pub struct Dedup {
     sweep_at: usize,
     /// Kept outside the snapshot: the entries remembered since the last `take_spilled`, packed.
     spill: Option<Vec<u8>>,
+    /// The size at which a sweep of the full table freed too little to be tried again at that
+    /// size (0: none). Not kept in a snapshot: it only times sweeps.
+    full_swept: usize,
 }
 
 /// How a snapshot holds the memory: `packed` now, `ids` in snapshots written before, neither
@@ -101,7 +104,7 @@ impl<'de> Deserialize<'de> for Dedup {
             return Err(D::Error::custom("dedup: entries in a snapshot that keeps them outside"));
         }
         let spill = saved.outside.then(Vec::new);
-        Ok(Dedup { ids, sweep_at: saved.sweep_at, spill })
+        Ok(Dedup { ids, sweep_at: saved.sweep_at, spill, full_swept: 0 })
     }
 }
 
@@ -222,14 +225,31 @@ impl Dedup {
         Ok(())
     }
 
-    /// Drops entries behind their horizon once the map has grown by half since the last sweep
-    /// (amortised O(1) per event).
+    /// Drops entries behind their horizon once the map has grown by half since the last sweep,
+    /// and whenever the table has no slot left (the next id would double it): the table then
+    /// grows only when what the horizons hold needs it, not because the periodic sweep came late
+    /// (for 192 sensors and the default lateness, 2^18 buckets of 48 bytes instead of 2^19). The
+    /// slots of erased ids are not free for new ones until the table is rebuilt, so such a sweep
+    /// rebuilds it at its size; one that frees less than an eighth is not tried again at that
+    /// size. Sweeps stay amortised O(1) per event.
     pub fn maybe_sweep(&mut self, horizon: impl Fn(u32) -> i64) {
-        if self.ids.len() < self.sweep_at.max(1024) {
+        let len = self.ids.len();
+        // `capacity` is the ids held plus the slots left for new ones.
+        let full = len >= self.ids.capacity() && len != self.full_swept;
+        if len < self.sweep_at.max(1024) && !full {
             return;
         }
         self.ids.retain(|_, e| e.ts_ms >= horizon(e.machine));
-        self.sweep_at = self.ids.len() + self.ids.len() / 2;
+        let kept = self.ids.len();
+        self.full_swept = 0;
+        if full && kept * 8 > len * 7 {
+            self.full_swept = len;
+        } else if full {
+            let mut fresh = FxHashMap::with_capacity_and_hasher(kept, Default::default());
+            fresh.extend(self.ids.drain());
+            self.ids = fresh;
+        }
+        self.sweep_at = kept + kept / 2;
     }
 }
 
@@ -337,5 +357,32 @@ mod tests {
         assert_eq!(d.len(), 1_500 + 500);
         assert_eq!(d.check("m.s.1999", 0, |_| i64::MIN), Seen::Duplicate);
         assert_eq!(d.check("m.s.1998", 0, |_| i64::MIN), Seen::New);
+    }
+
+    /// 3 000 ids inside a sliding horizon: the periodic sweep alone lets the map reach 4 500
+    /// and doubles the table to 8 192 buckets; sweeping a full table keeps it at 4 096.
+    #[test]
+    fn a_full_table_is_swept_before_it_doubles() {
+        let mut d = Dedup::default();
+        for i in 0..100_000i64 {
+            d.remember(&format!("m.s.{i}"), 0, i, 0);
+            d.maybe_sweep(|_| i - 3_000);
+            assert!(d.len() <= 4_500, "{i}: {}", d.len());
+        }
+        assert!(d.ids.capacity() < 4_000, "the table grew to {}", d.ids.capacity());
+        assert!(d.len() >= 3_000, "every id inside the horizon is kept");
+        assert_eq!(d.check("m.s.97001", 0, |_| 97_000), Seen::Duplicate);
+    }
+
+    /// When the horizon holds the whole table, a full sweep frees nothing and the table grows
+    /// as before; the next fill of the same size does not sweep again.
+    #[test]
+    fn a_full_sweep_that_frees_nothing_lets_the_table_grow() {
+        let mut d = Dedup::default();
+        for i in 0..20_000i64 {
+            d.remember(&format!("m.s.{i}"), 0, i, 0);
+            d.maybe_sweep(|_| i64::MIN);
+        }
+        assert_eq!(d.len(), 20_000);
     }
 }

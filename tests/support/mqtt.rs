@@ -63,6 +63,11 @@ impl Broker {
         }
     }
 
+    /// The broker's process id while it runs (to stop and continue it: a stalled broker).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn log(&self) -> String {
         let log = self.conf.with_file_name(format!("mosquitto-{}.log", self.port));
         std::fs::read_to_string(log).unwrap_or_default()

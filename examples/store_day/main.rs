@@ -18,9 +18,14 @@
 //! outbox from its pages, as a start did before the count was kept, checked equal. Every hour of
 //! data but the last, sled writes its page table snapshot (`Store::snapshot_sled`, as the daemon
 //! does), so the reopen at the end reads an hour of sled's log; how long those took is printed. A line on stderr per simulated day shows the sizes as they go (a week: `SECONDS` 604800).
+//!
+//! `store_day month DIR DAYS [SVG]`: normal operation instead of an outage, everything
+//! acknowledged, `[store] history` 24 h (`store_day/month.rs`).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
+
+mod month;
 
 use linegate::records::outbox::OutboxRecord;
 use linegate::store::{Store, StoreOptions};
@@ -50,6 +55,10 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "month") {
+        month::run(&args[2..]);
+        return;
+    }
     if !(4..=5).contains(&args.len()) {
         eprintln!("usage: store_day DIR SECONDS MAX_BYTES [FROM_SECOND|auto]");
         std::process::exit(2);
