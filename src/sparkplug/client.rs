@@ -40,7 +40,8 @@ pub struct ShellConfig {
     pub read_limit: usize,
     /// How often the outbox is looked at when the last read found nothing.
     pub idle_poll: Duration,
-    /// At a stop, how long the view may go on sending what it holds before its NDEATH.
+    /// At a stop, how long the view may go on sending what it holds before its NDEATH (the
+    /// pipeline gives the forwarder slot 3 s in all, `app::shutdown::FORWARD_DRAIN`).
     pub drain: Duration,
 }
 

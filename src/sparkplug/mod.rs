@@ -61,7 +61,7 @@ impl ShellConfig {
             },
             read_limit: READ_LIMIT,
             idle_poll: Duration::from_millis(100),
-            drain: Duration::from_secs(5),
+            drain: Duration::from_secs(1),
         })
     }
 }
