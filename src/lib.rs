@@ -56,6 +56,7 @@ pub mod replay;
 pub mod retention;
 pub mod rule;
 pub mod source;
+pub mod sparkplug;
 pub mod stamp;
 pub mod store;
 pub mod synth;

@@ -186,3 +186,59 @@ async fn depth(store: &SharedStore) -> Result<u64, AppError> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || Ok(store.read().outbox_records())).await?
 }
+
+/// `inner` (the MQTT forwarder) with the Sparkplug B view beside it on the same store
+/// (`crate::sparkplug`): started with it, told to stop once `inner` has drained and ended, then
+/// awaited (it sends what it can within its own drain time, its NDEATH, and disconnects). The
+/// view's store error stops the daemon as the forwarder's does. Its counters are
+/// `crate::sparkplug::STATS`, for the status and the metrics.
+pub fn with_sparkplug(inner: ForwardSlot, cfg: crate::sparkplug::ShellConfig) -> ForwardSlot {
+    Box::new(move |ctx| {
+        Box::pin(async move {
+            let (stop_view, view_stop) = watch::channel(false);
+            let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+            let mut view = tokio::spawn(crate::sparkplug::run(
+                cfg,
+                ctx.store.clone(),
+                clock,
+                view_stop,
+                &crate::sparkplug::STATS,
+            ));
+            let mut forwarder = inner(ctx);
+            let ended = tokio::select! {
+                r = &mut forwarder => r,
+                r = &mut view => {
+                    let r = sparkplug_ended(r);
+                    if let Err(e) = &r {
+                        tracing::error!(error = %e, "the Sparkplug view stopped");
+                    }
+                    return r.and(Err(AppError::StageGone("sparkplug")));
+                }
+            };
+            let _ = stop_view.send(true);
+            ended.and(sparkplug_ended(view.await))
+        })
+    })
+}
+
+/// `inner` on a store whose Sparkplug view is off: the view's place and the records it had set
+/// aside are removed first, so nothing is set aside for a view that no longer runs.
+pub fn without_sparkplug(inner: ForwardSlot) -> ForwardSlot {
+    Box::new(move |ctx| {
+        Box::pin(async move {
+            let store = ctx.store.clone();
+            tokio::task::spawn_blocking(move || store.write().sparkplug_forget()).await??;
+            inner(ctx).await
+        })
+    })
+}
+
+fn sparkplug_ended(
+    r: Result<Result<(), crate::sparkplug::SparkplugError>, tokio::task::JoinError>,
+) -> Result<(), AppError> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(AppError::Sparkplug(e)),
+        Err(e) => Err(AppError::Task(e)),
+    }
+}

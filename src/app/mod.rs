@@ -53,6 +53,8 @@ pub enum AppError {
     StageGone(&'static str),
     #[error(transparent)]
     Forward(#[from] crate::forward::ForwardError),
+    #[error(transparent)]
+    Sparkplug(#[from] crate::sparkplug::SparkplugError),
     #[error("a pipeline task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
     #[error("fault injected at failpoint {point}")]

@@ -169,6 +169,18 @@ pub async fn sample_loop(
         let m = &telemetry.metrics;
         m.set_fsyncs(crate::store::fsyncs_total());
         m.set_broker(&telemetry.forward.state());
+        if config.sparkplug.is_some() {
+            let s = crate::sparkplug::STATS.snapshot();
+            m.set_sparkplug(&crate::telemetry::SparkplugState {
+                online: s.online,
+                nbirth: s.nbirth,
+                dbirth: s.dbirth,
+                ddata: s.ddata,
+                ndeath: s.ndeath,
+                historical: s.historical,
+                held: s.held,
+            });
+        }
         m.set_clock_state(crate::source::clock_quality::kernel_clock_state());
         crate::memory::release_free_memory();
         tokio::select! {

@@ -157,6 +157,21 @@ pub struct Status {
     pub quarantined: u64,
     pub last_restart: Option<LedgerRecord>,
     pub last_recovery: Option<LedgerRecord>,
+    /// The Sparkplug B view, when `[sparkplug]` is on.
+    pub sparkplug: Option<SparkplugRow>,
+}
+
+/// The Sparkplug B view: from the store, and from the running daemon's counters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SparkplugRow {
+    pub group_id: String,
+    pub primary_host: Option<String>,
+    /// The birth/death sequence of the last connection (`None`: it never connected).
+    pub bd_seq: Option<u64>,
+    /// Outbox records the view has not sent yet (the historical backlog).
+    pub held: u64,
+    /// The daemon's counters since it started (`None`: no daemon runs).
+    pub session: Option<crate::sparkplug::Snapshot>,
 }
 
 /// How the outbox's backlog drains.
@@ -215,6 +230,21 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
             machine,
         })
         .collect();
+    let sparkplug = match &config.sparkplug {
+        None => None,
+        Some(c) => {
+            let (place, held) = view.read(|s| -> Result<_, crate::store::StoreError> {
+                Ok((s.sparkplug_read()?, s.sparkplug_held()?))
+            })?;
+            Some(SparkplugRow {
+                group_id: c.group_id.clone(),
+                primary_host: c.primary_host.clone(),
+                bd_seq: place.and_then(|p| p.bd_seq),
+                held,
+                session: live.map(|_| crate::sparkplug::STATS.snapshot()),
+            })
+        }
+    };
     let backlog: u64 = outbox.values().map(|d| d.0).sum();
     let backlog_eta_s = match live {
         Some(l) if backlog > 0 && l.drain_rate > 0.0 => Some(backlog as f64 / l.drain_rate),
@@ -235,6 +265,7 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
         quarantined,
         last_restart,
         last_recovery,
+        sparkplug,
     })
 }
 
@@ -264,6 +295,28 @@ fn open_incidents(
 }
 
 pub use crate::timefmt::duration as words;
+
+/// The Sparkplug view in one line, for `status` and the status page.
+pub fn sparkplug_line(sp: &SparkplugRow) -> String {
+    let bd = sp.bd_seq.map_or("none yet".to_string(), |b| b.to_string());
+    let host = sp.primary_host.as_deref().map_or(String::new(), |h| format!(", primary host {h}"));
+    let session = match &sp.session {
+        None => "not running".to_string(),
+        Some(s) => format!(
+            "{}, births {} NBIRTH {} DBIRTH, {} DDATA ({} historical values), {} NDEATH",
+            if s.online { "online" } else { "OFFLINE" },
+            s.nbirth,
+            s.dbirth,
+            s.ddata,
+            s.historical,
+            s.ndeath
+        ),
+    };
+    format!(
+        "group {}{host}: {session}, bdSeq {bd}, {} record(s) held for history",
+        sp.group_id, sp.held
+    )
+}
 
 /// `linegate status` (text or JSON).
 pub fn status(
@@ -379,6 +432,9 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
         },
     };
     writeln!(out, "broker {broker}")?;
+    if let Some(sp) = &st.sparkplug {
+        writeln!(out, "sparkplug {}", sparkplug_line(sp))?;
+    }
     let budget = match st.store_budget_bytes {
         0 => "no budget".to_string(),
         b => format!("{:.1} % of {} bytes", st.store_bytes as f64 * 100.0 / b as f64, b),

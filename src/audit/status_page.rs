@@ -81,6 +81,10 @@ pub fn render(st: &Status) -> String {
         },
     };
     let _ = write!(h, "<tr><th>broker</th><td id=\"broker\">{broker}</td></tr>");
+    if let Some(sp) = &st.sparkplug {
+        let line = escape(&super::status::sparkplug_line(sp));
+        let _ = write!(h, "<tr><th>Sparkplug B</th><td id=\"sparkplug\">{line}</td></tr>");
+    }
     let budget = match st.store_budget_bytes {
         0 => "no budget".to_string(),
         b => format!("{:.1} % of {b} bytes", st.store_bytes as f64 * 100.0 / b as f64),

@@ -27,7 +27,12 @@ pub(crate) fn run(
             let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
             let cfg =
                 linegate::forward::ForwarderConfig::from_config(&config, credentials.as_deref())?;
-            Some(linegate::app::forward::mqtt(cfg, drain))
+            let spb = linegate::sparkplug::ShellConfig::from_config(&config, &cfg);
+            let slot = linegate::app::forward::mqtt(cfg, drain);
+            Some(match spb {
+                Some(spb) => linegate::app::forward::with_sparkplug(slot, spb),
+                None => linegate::app::forward::without_sparkplug(slot),
+            })
         }
         Some(Forward::LocalAck) => Some(linegate::app::forward::local_ack()),
     };
@@ -442,6 +447,15 @@ pub(crate) fn check_config(path: &Path) -> Result<(), Error> {
         println!("  warning: {w}");
     }
     println!("  control socket {}", linegate::control::socket_path(&c).display());
+    match &c.sparkplug {
+        None => println!("  sparkplug off"),
+        Some(s) => println!(
+            "  sparkplug B edge node {}/{} (one device per machine), primary host {}",
+            s.group_id,
+            c.gateway.id,
+            s.primary_host.as_deref().unwrap_or("none")
+        ),
+    }
     for (i, source) in c.source.iter().enumerate() {
         match source {
             SourceConfig::I2c(s) => println!("  source[{i}]: {}", s.summary()),

@@ -21,9 +21,10 @@ pub mod rule_version;
 mod size;
 mod source_bus;
 mod source_modbus;
+mod sparkplug;
 mod threshold;
 
-pub use assets::MachineAsset;
+pub use assets::{Foundation, IsoClass, MachineAsset};
 pub use source_bus::{Axis, BusSensor, I2cSource, SpiSource};
 pub use threshold::Threshold;
 
@@ -42,6 +43,7 @@ use raw::{
     RawTime, RawTraceSource,
 };
 pub use source_modbus::{ModbusSource, ModbusTransport, Parity, RtuPort};
+pub use sparkplug::SparkplugConfig;
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +59,8 @@ pub struct Config {
     pub source: Vec<SourceConfig>,
     /// `[machines.NAME]`, the asset table (`assets.rs`), by name; may be empty.
     pub machines: BTreeMap<String, MachineAsset>,
+    /// `[sparkplug]` when enabled (`sparkplug.rs`).
+    pub sparkplug: Option<SparkplugConfig>,
 }
 
 /// `[gateway]`.
@@ -351,6 +355,7 @@ impl Config {
             control: ControlConfig::default(),
             source: Vec::new(),
             machines: BTreeMap::new(),
+            sparkplug: None,
         }
     }
 }
@@ -418,6 +423,7 @@ impl Ctx<'_> {
             control,
             source: self.validate_sources(raw.source.unwrap_or_default())?,
             machines: self.validate_assets(raw.machines.unwrap_or_default())?,
+            sparkplug: self.validate_sparkplug(raw.sparkplug)?,
         };
         self.check_feasible(&config)?;
         Ok(config)

@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     pub(super) source: Option<Vec<toml::Table>>,
     /// The asset table (`assets.rs`).
     pub(super) machines: Option<BTreeMap<String, super::assets::RawAsset>>,
+    pub(super) sparkplug: Option<super::sparkplug::RawSparkplug>,
 }
 
 #[derive(Debug, Default, Deserialize)]

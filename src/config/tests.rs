@@ -150,6 +150,7 @@ fn contract_example_parses_exactly() {
             speed: 0.0,
         })],
         machines: BTreeMap::from([("press-7".to_owned(), press_7)]),
+        sparkplug: None,
     };
     assert_eq!(c, expected);
     assert_eq!(c.rule.threshold_for("press-7"), 0.8);

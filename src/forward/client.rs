@@ -125,8 +125,14 @@ pub async fn run(
 
 /// The wait before attempt `failures + 1`.
 fn backoff(cfg: &ForwarderConfig, failures: u32, seed: i64) -> Duration {
-    let min = cfg.backoff_min.as_millis() as u64;
-    let max = cfg.backoff_max.as_millis() as u64;
+    jittered_backoff(cfg.backoff_min, cfg.backoff_max, failures, seed)
+}
+
+/// The wait before attempt `failures + 1`: from `min`, doubling per failure, at most `max`, each
+/// shortened by up to a half (from `seed`). Also the Sparkplug view's (`crate::sparkplug`).
+pub fn jittered_backoff(min: Duration, max: Duration, failures: u32, seed: i64) -> Duration {
+    let min = min.as_millis() as u64;
+    let max = max.as_millis() as u64;
     let full = min.saturating_mul(1u64 << failures.saturating_sub(1).min(20)).min(max).max(1);
     let bytes = [seed.to_le_bytes(), i64::from(failures).to_le_bytes()].concat();
     let jitter = xxhash_rust::xxh3::xxh3_64(&bytes) % (full / 2 + 1);
@@ -166,8 +172,12 @@ fn network_options() -> NetworkOptions {
     n
 }
 
-/// Polls the event loop and hands every event to the driver; stops after the first error.
-async fn poll(mut eventloop: EventLoop, tx: mpsc::UnboundedSender<Result<Event, ConnectionError>>) {
+/// Polls the event loop and hands every event to the driver; stops after the first error. Also
+/// the Sparkplug view's (`crate::sparkplug`).
+pub async fn poll(
+    mut eventloop: EventLoop,
+    tx: mpsc::UnboundedSender<Result<Event, ConnectionError>>,
+) {
     loop {
         let ev = eventloop.poll().await;
         let failed = ev.is_err();

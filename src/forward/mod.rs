@@ -46,7 +46,7 @@ mod streams;
 use std::path::Path;
 use std::time::Duration;
 
-pub use client::{run, ForwardError, ForwarderConfig};
+pub use client::{jittered_backoff, poll, run, ForwardError, ForwarderConfig};
 pub use fetch::FetchError;
 pub use payload::{OFFLINE, ONLINE, STATUS};
 pub use request::{Fetched, Next, Publish, Read, Stream, Write, Written};

@@ -103,6 +103,7 @@ mod salvage;
 mod segments;
 mod seq;
 mod shared;
+mod sparkplug;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -128,6 +129,7 @@ pub(crate) use reopen::{newest_sled_snapshot, reopen_test_lock};
 pub use retention::{frame_span_ms, low_water, Protect, ShedReport, SHED_BATCH};
 pub use segments::RAW_DIR;
 pub use shared::{Hold, ReadGuard, SharedStore, WriteGuard, ACK_CHUNK};
+pub use sparkplug::SparkplugPlace;
 pub use state::{sensor_book_put, source_position_put, Checkpoint};
 
 /// How the store opens its database.

@@ -86,6 +86,8 @@ impl Store {
     /// ignored); returns how many are removed. Call it once per batch: it reads the pages as
     /// they are before the batch.
     pub(super) fn outbox_remove(&self, batch: &mut sled::Batch, seqs: &[u64]) -> Result<usize> {
+        // What the Sparkplug view has not sent yet stays readable for it (`sparkplug.rs`).
+        self.sparkplug_set_aside(batch, seqs)?;
         page::remove(&self.state, OUTBOX, batch, seqs, page::Pages::Plain).map_err(|e| match e {
             page::RemoveError::Sled(e) => self.sled_err("read an o/ key of tree state")(e),
             page::RemoveError::Corrupt(k, what) => self.corrupt(STATE, &k, what),

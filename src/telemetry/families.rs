@@ -85,6 +85,10 @@ pub(super) struct Families {
     pub(super) broker_publishes: Counter,
     pub(super) broker_acknowledged: Counter,
     pub(super) broker_in_flight: Gauge,
+    pub(super) sparkplug_online: Gauge,
+    pub(super) sparkplug_messages: Family<KindLabel, Counter>,
+    pub(super) sparkplug_historical: Counter,
+    pub(super) sparkplug_held: Gauge,
     pub(super) store_bytes: Gauge,
     pub(super) clock_state: Family<StateLabel, Gauge>,
     pub(super) sensor_overruns: Family<SensorLabel, Counter>,
@@ -154,6 +158,10 @@ impl Families {
             broker_publishes: Counter::default(),
             broker_acknowledged: Counter::default(),
             broker_in_flight: Gauge::default(),
+            sparkplug_online: Gauge::default(),
+            sparkplug_messages: Family::default(),
+            sparkplug_historical: Counter::default(),
+            sparkplug_held: Gauge::default(),
             store_bytes: Gauge::default(),
             clock_state: Family::default(),
             sensor_overruns: Family::default(),
@@ -300,6 +308,26 @@ impl Families {
             "broker_publishes",
             "MQTT PUBLISHes handed to the client (QoS 1; one may carry a batch of events)",
             f.broker_publishes.clone(),
+        );
+        r.register(
+            "sparkplug_online",
+            "1 while the Sparkplug B view is connected to the broker",
+            f.sparkplug_online.clone(),
+        );
+        r.register(
+            "sparkplug_messages",
+            "Sparkplug B messages handed to the client, by type (NBIRTH, DBIRTH, DDATA, NDEATH)",
+            f.sparkplug_messages.clone(),
+        );
+        r.register(
+            "sparkplug_historical_values",
+            "Sparkplug B metric values sent flagged is_historical",
+            f.sparkplug_historical.clone(),
+        );
+        r.register(
+            "sparkplug_held_records",
+            "Outbox records the Sparkplug B view has not sent yet",
+            f.sparkplug_held.clone(),
         );
         r.register(
             "broker_acknowledged",

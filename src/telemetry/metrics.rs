@@ -86,6 +86,19 @@ pub struct BrokerState {
     pub in_flight: u64,
 }
 
+/// The Sparkplug B view as its counters say it (`crate::sparkplug::STATS`): totals since the
+/// process started, and the records it holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SparkplugState {
+    pub online: bool,
+    pub nbirth: u64,
+    pub dbirth: u64,
+    pub ddata: u64,
+    pub ndeath: u64,
+    pub historical: u64,
+    pub held: u64,
+}
+
 /// The handle the stages update and the endpoint encodes. Cheap to clone: all clones share the
 /// same registry.
 #[derive(Clone, Debug)]
@@ -304,6 +317,21 @@ impl Metrics {
         raise_to(&i.broker_publishes, b.publishes);
         raise_to(&i.broker_acknowledged, b.acknowledged);
         gauge_from_u64(&i.broker_in_flight, b.in_flight);
+    }
+
+    /// The Sparkplug B view's counters.
+    pub fn set_sparkplug(&self, s: &SparkplugState) {
+        let i = &self.inner.families;
+        i.sparkplug_online.set(i64::from(s.online));
+        for (kind, n) in [("NBIRTH", s.nbirth), ("DBIRTH", s.dbirth), ("DDATA", s.ddata)]
+            .into_iter()
+            .chain([("NDEATH", s.ndeath)])
+        {
+            let label = KindLabel { kind: kind.to_owned() };
+            raise_to(&i.sparkplug_messages.get_or_create(&label), n);
+        }
+        raise_to(&i.sparkplug_historical, s.historical);
+        gauge_from_u64(&i.sparkplug_held, s.held);
     }
 
     /// Bytes the store's files take on disk.

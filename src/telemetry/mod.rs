@@ -29,5 +29,5 @@ pub mod metrics;
 pub mod watchdog;
 
 pub use broker::ForwardStats;
-pub use metrics::{BrokerState, Metrics, OutboxKind};
+pub use metrics::{BrokerState, Metrics, OutboxKind, SparkplugState};
 pub use shared::Telemetry;

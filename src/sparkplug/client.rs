@@ -1,0 +1,323 @@
+//! The async shell around the Sparkplug session core: one rumqttc client per connection attempt
+//! (its will the connection's NDEATH), the store's reads and writes on blocking threads, reconnect
+//! backoff. Like the JSON forwarder it keeps nothing rumqttc queued across connections: the
+//! store's cursor is the only truth.
+//!
+//! Delivery: Sparkplug B sends DDATA at QoS 0, which the broker never acknowledges. The shell
+//! counts a message as sent once rumqttc has written it to the connection (its
+//! `Outgoing::Publish` event), and moves the stored cursor past a batch only when every message
+//! of it was written. A crash, a kill or a lost connection before that sends the batch again (as
+//! historical): a value is repeated only when its message may not have left the gateway. A QoS 0
+//! message the broker or a subscriber drops after that is lost to the Sparkplug view; the JSON
+//! topics (QoS 1, removed from the outbox only on PUBACK) still carry it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::{
+    AsyncClient, ConnectionError, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, QoS,
+    TlsConfiguration, Transport,
+};
+use tokio::sync::{mpsc, watch};
+
+use super::session::{Publish, Session, SessionConfig};
+use super::stats::Stats;
+use super::table::Table;
+use crate::clock::Clock;
+use crate::forward::{jittered_backoff, poll, ForwarderConfig};
+use crate::records::outbox::{Bulk, OutboxRecord};
+use crate::store::{SharedStore, StoreError};
+
+/// Everything the shell needs, resolved.
+#[derive(Debug, Clone)]
+pub struct ShellConfig {
+    /// The broker, credentials, TLS, keep-alive, largest packet and backoff: the JSON
+    /// forwarder's, under a client id of the view's own.
+    pub broker: ForwarderConfig,
+    pub session: SessionConfig,
+    /// Outbox records read (and handed to the session) at most at a time.
+    pub read_limit: usize,
+    /// How often the outbox is looked at when the last read found nothing.
+    pub idle_poll: Duration,
+    /// At a stop, how long the view may go on sending what it holds before its NDEATH (the
+    /// pipeline gives the forwarder slot 3 s in all, `app::shutdown::FORWARD_DRAIN`).
+    pub drain: Duration,
+}
+
+/// Why the view stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SparkplugError {
+    #[error("sparkplug: {0}")]
+    Store(#[from] StoreError),
+    #[error("sparkplug: a blocking store task failed: {0}")]
+    Join(String),
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, SparkplugError> {
+    Ok(tokio::task::spawn_blocking(f).await.map_err(|e| SparkplugError::Join(e.to_string()))??)
+}
+
+/// How one connection attempt ended.
+enum End {
+    Shutdown,
+    Lost(String),
+}
+
+/// Runs until `shutdown` turns true (then drains for at most `cfg.drain` while connected, sends
+/// NDEATH and disconnects). Returns an error only when the store fails.
+pub async fn run(
+    cfg: ShellConfig,
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    mut shutdown: watch::Receiver<bool>,
+    stats: &'static Stats,
+) -> Result<(), SparkplugError> {
+    let place = {
+        let s = store.clone();
+        blocking(move || s.write().sparkplug_place()).await?
+    };
+    let mut session = Session::new(cfg.session.clone(), Table::decode(&place.table), place.cursor);
+    let mut failures: u32 = 0;
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let bd_seq = {
+            let s = store.clone();
+            blocking(move || s.write().sparkplug_next_bd_seq()).await?
+        };
+        let will = session.begin(bd_seq, clock.now_ms());
+        stats.bd_seq.store(u64::from(bd_seq), Ordering::Relaxed);
+        let (client, eventloop) = build(&cfg, &will);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let poller = tokio::spawn(poll(eventloop, tx));
+        let mut shell = Shell { cfg: &cfg, store: &store, clock: &*clock, stats, client };
+        let end = shell.drive(&mut session, rx, &mut shutdown).await;
+        let connected = stats.online.swap(false, Ordering::Relaxed);
+        session.on_disconnect();
+        match end? {
+            End::Shutdown => {
+                let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
+                return Ok(());
+            }
+            End::Lost(why) => {
+                poller.abort();
+                failures = if connected { 1 } else { failures.saturating_add(1) };
+                let b = &cfg.broker;
+                let wait =
+                    jittered_backoff(b.backoff_min, b.backoff_max, failures, clock.monotonic_ms());
+                tracing::warn!(broker = %format!("{}:{}", b.host, b.port), %why,
+                    retry_in_ms = wait.as_millis() as u64, "sparkplug: connection lost or refused");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+fn build(cfg: &ShellConfig, will: &Publish) -> (AsyncClient, EventLoop) {
+    let b = &cfg.broker;
+    let mut o = MqttOptions::new(&b.client_id, &b.host, b.port);
+    o.set_keep_alive(b.keep_alive)
+        .set_clean_session(true)
+        .set_max_packet_size(b.session.max_packet, b.session.max_packet)
+        .set_last_will(LastWill::new(&will.topic, will.payload.clone(), QoS::AtLeastOnce, false));
+    if let Some((u, p)) = &b.credentials {
+        o.set_credentials(u, p);
+    }
+    if let Some(tls) = &b.tls {
+        o.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(tls.clone())));
+    }
+    let (client, mut eventloop) = AsyncClient::new(o, 256);
+    let mut n = rumqttc::NetworkOptions::new();
+    n.set_tcp_nodelay(true);
+    eventloop.set_network_options(n);
+    (client, eventloop)
+}
+
+/// One connection's work.
+struct Shell<'a> {
+    cfg: &'a ShellConfig,
+    store: &'a SharedStore,
+    clock: &'a dyn Clock,
+    stats: &'a Stats,
+    client: AsyncClient,
+}
+
+/// What a connection is in the middle of.
+#[derive(Default)]
+struct Progress {
+    /// Messages handed to rumqttc and not yet written.
+    unwritten: usize,
+    /// The cursor to store once they are written.
+    advance_to: Option<u64>,
+    /// The last read filled its limit: read again at once.
+    more: bool,
+    /// Stopping: drain until caught up (or the drain time passed), then NDEATH.
+    stopping_at: Option<i64>,
+    /// When the held records were last counted (for the status and the metrics).
+    held_at_ms: i64,
+}
+
+/// How often the records the view holds are counted: a count reads them all.
+const HELD_EVERY_MS: i64 = 1000;
+
+impl Shell<'_> {
+    async fn next_outbox(&self) -> Result<u64, SparkplugError> {
+        let s = self.store.clone();
+        blocking(move || Ok(s.read().next_outbox_seq())).await
+    }
+
+    async fn drive(
+        &mut self,
+        session: &mut Session,
+        mut rx: mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<End, SparkplugError> {
+        let mut p = Progress { held_at_ms: i64::MIN / 2, ..Progress::default() };
+        let ncmd = session.ncmd_topic();
+        let state = session.state_topic();
+        loop {
+            let idle = if p.more && p.unwritten == 0 { Duration::ZERO } else { self.cfg.idle_poll };
+            let mut next = tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(ev) => Some(ev),
+                    None => return Ok(End::Lost("event loop ended".into())),
+                },
+                _ = tokio::time::sleep(idle) => None,
+                _ = shutdown.changed(), if p.stopping_at.is_none() => {
+                    p.stopping_at = Some(self.clock.monotonic_ms());
+                    None
+                }
+            };
+            if p.stopping_at.is_none() && *shutdown.borrow() {
+                p.stopping_at = Some(self.clock.monotonic_ms());
+            }
+            while let Some(ev) = next {
+                let now = self.clock.now_ms();
+                let out = match ev {
+                    Err(e) => return Ok(End::Lost(e.to_string())),
+                    Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                        tracing::info!("sparkplug: connected");
+                        self.stats.online.store(true, Ordering::Relaxed);
+                        let subscribe = [Some(ncmd.clone()), state.clone()];
+                        for topic in subscribe.into_iter().flatten() {
+                            if let Err(e) = self.client.subscribe(topic, QoS::AtLeastOnce).await {
+                                return Ok(End::Lost(format!(
+                                    "client request channel closed: {e}"
+                                )));
+                            }
+                        }
+                        // Nothing of an earlier connection is pending any more.
+                        p.unwritten = 0;
+                        p.advance_to = None;
+                        session.on_connack(self.next_outbox().await?, now)
+                    }
+                    Ok(Event::Incoming(Packet::Publish(m))) if m.topic == ncmd => {
+                        session.on_ncmd(&m.payload, self.next_outbox().await?, now)
+                    }
+                    Ok(Event::Incoming(Packet::Publish(m))) if Some(&m.topic) == state.as_ref() => {
+                        session.on_state(&m.payload, self.next_outbox().await?, now)
+                    }
+                    Ok(Event::Outgoing(Outgoing::Publish(_))) => {
+                        p.unwritten = p.unwritten.saturating_sub(1);
+                        Vec::new()
+                    }
+                    Ok(_) => Vec::new(),
+                };
+                if let Some(end) = self.publish(out, &mut p).await {
+                    return Ok(end);
+                }
+                next = rx.try_recv().ok();
+            }
+            if p.unwritten == 0 {
+                if let Some(to) = p.advance_to.take() {
+                    let (s, table) = (self.store.clone(), session.table().encode());
+                    blocking(move || s.write().sparkplug_advance(to, &table)).await?;
+                    session.stored(to);
+                }
+            }
+            if session.live() && p.unwritten == 0 && p.advance_to.is_none() {
+                let records = self.read(session.cursor()).await?;
+                p.more = records.len() >= self.cfg.read_limit;
+                let last = records.last().map(|r| r.0);
+                let decoded = decode(records);
+                let out = session.take(&decoded, self.clock.now_ms());
+                if let Some(last) = last {
+                    session.pass(last);
+                    p.advance_to = Some(session.cursor());
+                }
+                if let Some(end) = self.publish(out, &mut p).await {
+                    return Ok(end);
+                }
+            } else if !session.live() {
+                p.more = false;
+            }
+            if let Some(since) = p.stopping_at {
+                let caught_up = session.live() && !p.more && p.unwritten == 0;
+                let out_of_time =
+                    self.clock.monotonic_ms() - since > self.cfg.drain.as_millis() as i64;
+                if caught_up && p.advance_to.is_none() || out_of_time || !session.live() {
+                    return Ok(self.close(session).await);
+                }
+            }
+            let now = self.clock.monotonic_ms();
+            if now - p.held_at_ms >= HELD_EVERY_MS {
+                p.held_at_ms = now;
+                let s = self.store.clone();
+                let held = blocking(move || s.read().sparkplug_held()).await?;
+                self.stats.held.store(held, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// At most `read_limit` records after `cursor`, raw samples left out without decoding.
+    async fn read(&self, cursor: u64) -> Result<Vec<(u64, Vec<u8>)>, SparkplugError> {
+        let (s, limit) = (self.store.clone(), self.cfg.read_limit);
+        blocking(move || s.read().sparkplug_after(cursor, limit)).await
+    }
+
+    /// Hands `out` to rumqttc; `Some` when the connection's request channel is gone.
+    async fn publish(&self, out: Vec<Publish>, p: &mut Progress) -> Option<End> {
+        for m in out {
+            self.stats.sent(&m);
+            let qos = if m.qos1() { QoS::AtLeastOnce } else { QoS::AtMostOnce };
+            p.unwritten += 1;
+            if let Err(e) = self.client.publish(m.topic, qos, false, m.payload).await {
+                return Some(End::Lost(format!("client request channel closed: {e}")));
+            }
+        }
+        None
+    }
+
+    /// A clean end: the NDEATH (the broker sends the will only when a connection breaks), then
+    /// DISCONNECT.
+    async fn close(&self, session: &Session) -> End {
+        let death = session.death(self.clock.now_ms());
+        self.stats.sent(&death);
+        let _ = self.client.publish(death.topic, QoS::AtLeastOnce, false, death.payload).await;
+        let _ = self.client.disconnect().await;
+        End::Shutdown
+    }
+}
+
+/// The records decoded; one that does not decode is left out with a warning (the JSON
+/// forwarder reports it too), raw samples without decoding.
+fn decode(records: Vec<(u64, Vec<u8>)>) -> Vec<(u64, OutboxRecord)> {
+    records
+        .into_iter()
+        .filter(|(_, bytes)| OutboxRecord::peek_bulk(bytes) != Some(Bulk::Samples))
+        .filter_map(|(seq, bytes)| match OutboxRecord::decode(&bytes) {
+            Ok(r) => Some((seq, r)),
+            Err(e) => {
+                tracing::warn!(seq, %e, "sparkplug: an outbox record does not decode: left out");
+                None
+            }
+        })
+        .collect()
+}
