@@ -365,6 +365,14 @@ impl Decider {
                 self.derived = derived;
                 pushed.map_err(|why| (Some(at), why))?;
             }
+            Arrival::Readings(rec) => {
+                // A device's own velocity readings: one event each, numbered like frames.
+                let mut derived = std::mem::take(&mut self.derived);
+                let taken = self.cutter.readings(self.now, rec, &mut derived);
+                self.decide_derived(&mut derived, alerts);
+                self.derived = derived;
+                taken.map_err(|why| (Some(at), why))?;
+            }
         }
         Ok(())
     }
