@@ -12,9 +12,11 @@
 //! `super::outputs` maps to records). `replay` does not ask for them, so its output and speed do
 //! not change.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::config::assets::{self, MachineAsset};
+use crate::config::assets::{self, IsoClass, MachineAsset, Zone};
 use crate::config::Config;
 use crate::event::features::Feature;
 use crate::event::rejection::{Reason, Rejection};
@@ -43,11 +45,15 @@ pub enum Outcome {
     /// one).
     /// `event`: the event when it was derived from raw samples; `None` for the event of the
     /// line handed to [`Decider::line`], which the caller holds already (no copy per event).
+    /// `zone`: the ISO 20816-3 zone of the event's velocity (its `value` when its metric is
+    /// `velocity_rms`, else `features.velocity_rms`) for a machine whose asset entry gives an ISO
+    /// class; `None` otherwise.
     Accepted {
         event: Option<Event>,
         how: Acceptance,
         derived: bool,
         counted: bool,
+        zone: Option<Zone>,
     },
     Duplicate {
         event_id: String,
@@ -87,6 +93,8 @@ pub struct Decider {
     rejected_derived: Vec<(Event, Rejection)>,
     /// Outcomes since the last `take_outcomes`, when reporting.
     outcomes: Option<Vec<Outcome>>,
+    /// The ISO class of each machine whose asset entry gives one (configuration, not state).
+    iso: BTreeMap<String, IsoClass>,
 }
 
 /// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
@@ -114,6 +122,23 @@ fn frame_params(config: &Config) -> FrameParams {
         flush_after_ms: config.time.idle_timeout_ms / 2,
         machines: config.machines.iter().map(|(m, a)| (m.clone(), machine_features(a))).collect(),
     }
+}
+
+/// The ISO class of every machine whose asset entry gives one.
+fn iso_classes(config: &Config) -> BTreeMap<String, IsoClass> {
+    config.machines.iter().filter_map(|(m, a)| Some((m.clone(), a.iso?))).collect()
+}
+
+/// The zone of `ev`'s velocity on its machine, when both are known.
+fn zone_of(iso: &BTreeMap<String, IsoClass>, ev: &Event) -> Option<Zone> {
+    if iso.is_empty() {
+        return None;
+    }
+    let velocity = match ev.metric {
+        Metric::VelocityRms => Some(ev.value),
+        _ => ev.features.as_deref().and_then(|f| f.get(Feature::VelocityRms)),
+    }?;
+    Some(iso.get(&ev.machine)?.zone(velocity))
 }
 
 /// A machine's feature parameters from its asset entry: its velocity band; its bearing when the
@@ -151,6 +176,7 @@ impl Decider {
             derived: Vec::new(),
             rejected_derived: Vec::new(),
             outcomes: None,
+            iso: iso_classes(config),
         }
     }
 
@@ -184,6 +210,7 @@ impl Decider {
             derived: Vec::new(),
             rejected_derived: Vec::new(),
             outcomes: None,
+            iso: iso_classes(config),
         })
     }
 
@@ -445,7 +472,8 @@ impl Decider {
         };
         if let Some(out) = self.outcomes.as_mut() {
             let event = derived.then(|| ev.clone());
-            out.push(Outcome::Accepted { event, how, derived, counted });
+            let zone = zone_of(&self.iso, ev);
+            out.push(Outcome::Accepted { event, how, derived, counted, zone });
         }
         Ok(())
     }
