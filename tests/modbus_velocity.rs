@@ -4,7 +4,8 @@
 //! accepted event numbered 1, 2, 3, ..., none is quarantined, the journal holds them as
 //! `readings` lines (docs/contracts.md section 8), and a `velocity_rms` rule with
 //! `threshold = "zone-C"` (2.8 mm/s for an ISO group 2 machine on a rigid foundation) alerts on
-//! them with the readings at or above it as its evidence.
+//! them with the readings at or above it as its evidence. `linegate status` shows the machine's
+//! latest velocity in its zone.
 
 mod support;
 
@@ -121,4 +122,21 @@ async fn a_velocity_register_gives_velocity_events_that_a_zone_rule_alerts_on() 
         assert!([3.0, 4.5, 6.0].contains(&e["value"].as_f64().unwrap()), "{e}");
         assert!(e["event_id"].as_str().unwrap().starts_with("gw-vel.fan-1-vel."), "{e}");
     }
+
+    // `status` shows the machine's class and its latest velocity in its zone, text and JSON.
+    let status: Value =
+        serde_json::from_str(&cli(&["status", "--once", "--json"], &config)).unwrap();
+    let machines = status["machines"].as_array().unwrap();
+    let fan = machines.iter().find(|m| m["machine"] == "fan-1").expect("fan-1 in status");
+    assert_eq!(fan["iso_class"], "group 2 rigid", "{fan}");
+    let v = fan["velocity"]["mm_s"].as_f64().unwrap();
+    assert!(SERVED.contains(&v), "{fan}");
+    let zone = ["A", "B", "C", "D", "D"][SERVED.iter().position(|&s| s == v).unwrap()];
+    assert_eq!(fan["velocity"]["zone"], zone, "{fan}");
+    let text = cli(&["status", "--once"], &config);
+    assert!(text.contains("fan-1 (group 2 rigid): "), "{text}");
+    assert!(
+        text.contains(&format!("velocity {v:.2} mm/s (zone {zone}, group 2 rigid) at ")),
+        "{text}"
+    );
 }

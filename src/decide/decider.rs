@@ -95,6 +95,8 @@ pub struct Decider {
     outcomes: Option<Vec<Outcome>>,
     /// The ISO class of each machine whose asset entry gives one (configuration, not state).
     iso: BTreeMap<String, IsoClass>,
+    /// Per machine, its accepted event with a velocity of the latest `ts_ms`: `(ts_ms, mm/s)`.
+    velocities: BTreeMap<String, (i64, f64)>,
 }
 
 /// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
@@ -107,6 +109,9 @@ struct Saved {
     engine: Vec<u8>,
     #[serde(with = "serde_bytes")]
     cutter: Vec<u8>,
+    /// Absent in snapshots written before it existed, and when no velocity was seen.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    velocities: BTreeMap<String, (i64, f64)>,
 }
 
 fn frame_params(config: &Config) -> FrameParams {
@@ -129,16 +134,17 @@ fn iso_classes(config: &Config) -> BTreeMap<String, IsoClass> {
     config.machines.iter().filter_map(|(m, a)| Some((m.clone(), a.iso?))).collect()
 }
 
-/// The zone of `ev`'s velocity on its machine, when both are known.
-fn zone_of(iso: &BTreeMap<String, IsoClass>, ev: &Event) -> Option<Zone> {
-    if iso.is_empty() {
-        return None;
-    }
-    let velocity = match ev.metric {
+/// `ev`'s velocity in mm/s: its `value` when its metric is `velocity_rms`, else its feature.
+fn velocity_of(ev: &Event) -> Option<f64> {
+    match ev.metric {
         Metric::VelocityRms => Some(ev.value),
         _ => ev.features.as_deref().and_then(|f| f.get(Feature::VelocityRms)),
-    }?;
-    Some(iso.get(&ev.machine)?.zone(velocity))
+    }
+}
+
+/// The zone of `velocity` on `machine`, when the machine has an ISO class.
+fn zone_of(iso: &BTreeMap<String, IsoClass>, machine: &str, velocity: f64) -> Option<Zone> {
+    Some(iso.get(machine)?.zone(velocity))
 }
 
 /// A machine's feature parameters from its asset entry: its velocity band; its bearing when the
@@ -177,6 +183,7 @@ impl Decider {
             rejected_derived: Vec::new(),
             outcomes: None,
             iso: iso_classes(config),
+            velocities: BTreeMap::new(),
         }
     }
 
@@ -197,6 +204,7 @@ impl Decider {
             counts: self.counts.clone(),
             engine: self.engine.snapshot(),
             cutter: self.cutter.snapshot(),
+            velocities: self.velocities.clone(),
         })
     }
 
@@ -211,6 +219,7 @@ impl Decider {
             rejected_derived: Vec::new(),
             outcomes: None,
             iso: iso_classes(config),
+            velocities: s.velocities,
         })
     }
 
@@ -470,12 +479,31 @@ impl Decider {
             }
             Verdict::Rejected(why) => return Err(why),
         };
+        let velocity = velocity_of(ev);
+        if let Some(v) = velocity {
+            self.note_velocity(&ev.machine, ev.ts_ms, v);
+        }
         if let Some(out) = self.outcomes.as_mut() {
             let event = derived.then(|| ev.clone());
-            let zone = zone_of(&self.iso, ev);
+            let zone = velocity.and_then(|v| zone_of(&self.iso, &ev.machine, v));
             out.push(Outcome::Accepted { event, how, derived, counted, zone });
         }
         Ok(())
+    }
+
+    /// Keeps `velocity` as `machine`'s latest when no later one is kept.
+    fn note_velocity(&mut self, machine: &str, ts_ms: i64, velocity: f64) {
+        match self.velocities.get_mut(machine) {
+            Some(kept) if kept.0 > ts_ms => {}
+            Some(kept) => *kept = (ts_ms, velocity),
+            None => drop(self.velocities.insert(machine.to_owned(), (ts_ms, velocity))),
+        }
+    }
+
+    /// Per machine, the velocity (mm/s) of its accepted event with a velocity of the latest
+    /// event time, and that time: `(machine, ts_ms, mm/s)`.
+    pub fn latest_velocities(&self) -> impl Iterator<Item = (&str, i64, f64)> {
+        self.velocities.iter().map(|(m, &(ts, v))| (m.as_str(), ts, v))
     }
 
     fn count_rejection(&mut self, why: &Rejection) {
