@@ -30,7 +30,8 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("jsonl_200k_lines", |b| {
         b.iter(|| {
-            let mut sinks = Sinks { alerts: std::io::sink(), rejected: None::<std::io::Sink> };
+            let mut sinks =
+                Sinks { alerts: std::io::sink(), rejected: None::<std::io::Sink>, events: None };
             replay(&config, &buf[..], &mut sinks, |_| {}).unwrap()
         })
     });

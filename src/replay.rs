@@ -17,6 +17,8 @@ use crate::records::counts::Counts;
 use crate::trace::parse::parse_line_reusing;
 use crate::trace::{Arrival, TraceLine};
 
+mod events;
+
 /// The summary file: the decider's counts and each machine's final watermark.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -48,10 +50,12 @@ struct RejectedRecord<'a> {
 }
 
 /// Where the outputs go.
-#[derive(Debug)]
+#[allow(missing_debug_implementations)] // `events` is a boxed writer
 pub struct Sinks<A: Write, R: Write> {
     pub alerts: A,
     pub rejected: Option<R>,
+    /// `--events`: every accepted event with its features (`events.rs`).
+    pub events: Option<Box<dyn Write>>,
 }
 
 /// One parsed line: its number, what it carried, and its raw bytes when it was rejected.
@@ -93,7 +97,9 @@ pub fn replay_switching<I: BufRead + Send, A: Write, R: Write>(
     sinks: &mut Sinks<A, R>,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Summary> {
-    let mut decider = Decider::new(config);
+    let report = sinks.events.is_some();
+    let reporting = move |d: Decider| if report { d.reporting() } else { d };
+    let mut decider = reporting(Decider::new(config));
     let mut switches = switches.iter().peekable();
     let mut alerts = Vec::new();
     let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<Parsed>, u64)>>(4);
@@ -104,10 +110,19 @@ pub fn replay_switching<I: BufRead + Send, A: Write, R: Write>(
             let (batch, bytes) = batch?;
             for p in &batch {
                 while let Some((_, c)) = switches.next_if(|(line, _)| *line <= p.line_no) {
-                    decider = Decider::restore(c, &decider.snapshot())
-                        .map_err(|e| std::io::Error::other(format!("switching the rule: {e}")))?;
+                    decider =
+                        reporting(Decider::restore(c, &decider.snapshot()).map_err(|e| {
+                            std::io::Error::other(format!("switching the rule: {e}"))
+                        })?);
                 }
                 let result = decider.line(&p.result, &mut alerts);
+                if let Some(sink) = sinks.events.as_mut() {
+                    let at = match &p.result {
+                        Ok(tl) => Some(tl.at),
+                        Err((at, _)) => *at,
+                    };
+                    events::write(&mut decider, &p.result, at, sink)?;
+                }
                 let derived = decider.take_rejected_derived();
                 if let Some(sink) = sinks.rejected.as_mut() {
                     let at = match &p.result {
@@ -138,6 +153,9 @@ pub fn replay_switching<I: BufRead + Send, A: Write, R: Write>(
     sinks.alerts.flush()?;
     if let Some(r) = sinks.rejected.as_mut() {
         r.flush()?;
+    }
+    if let Some(e) = sinks.events.as_mut() {
+        e.flush()?;
     }
     Ok(Summary::of(&decider))
 }
@@ -270,7 +288,7 @@ mod tests {
             Config::from_toml(include_str!("../fixtures/traces/golden.toml"), "golden.toml")
                 .unwrap();
         let trace = long_trace();
-        let mut sinks = Sinks { alerts: Vec::new(), rejected: Some(Vec::new()) };
+        let mut sinks = Sinks { alerts: Vec::new(), rejected: Some(Vec::new()), events: None };
         let summary = replay(&config, trace.as_bytes(), &mut sinks, |_| {}).unwrap();
 
         let mut d = Decider::new(&config);

@@ -53,9 +53,11 @@ fn rewrite(line: &TraceLine) -> Option<Vec<u8>> {
         Arrival::Tick => json!({"at": line.at, "kind": "tick"}),
         Arrival::Event(e) if e.schema == 1 => json!({"at": line.at, "kind": "event", "event": e}),
         Arrival::Event(_) => return None,
-        Arrival::Samples(s) => {
+        Arrival::Samples(s) | Arrival::Readings(s) => {
+            let kind =
+                if matches!(line.arrival, Arrival::Readings(_)) { "readings" } else { "samples" };
             let mut v = json!({
-                "at": line.at, "kind": "samples", "machine": s.machine, "sensor": s.sensor,
+                "at": line.at, "kind": kind, "machine": s.machine, "sensor": s.sensor,
                 "t0_ms": s.t0_ms, "rate_hz": s.rate_hz, "unit": s.unit.as_str(), "data": s.data,
             });
             if let Some(axis) = &s.axis {

@@ -38,7 +38,7 @@ impl Span {
         match parse_line(line) {
             Ok(l) => match &l.arrival {
                 Arrival::Event(e) => &e.machine == machine,
-                Arrival::Samples(s) => &s.machine == machine,
+                Arrival::Samples(s) | Arrival::Readings(s) => &s.machine == machine,
                 Arrival::Tick => true,
             },
             Err(_) => false,

@@ -19,6 +19,7 @@ pub mod quarantine;
 pub mod reconcile;
 pub mod sampler;
 pub mod status;
+pub mod status_asset;
 pub mod status_page;
 pub mod view;
 

@@ -16,6 +16,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::inspect::{self, OutboxDepth};
+use super::status_asset::{facts, AssetFacts};
 use super::view::View;
 use super::AuditError;
 use crate::config::Config;
@@ -122,6 +123,9 @@ pub struct MachineRow {
     /// The reference ingest time minus the watermark.
     pub lag_ms: Option<i64>,
     pub open_incidents: Vec<OpenIncident>,
+    /// Its line, ISO class and latest velocity with its zone (`super::status_asset`).
+    #[serde(flatten)]
+    pub asset: AssetFacts,
 }
 
 /// An incident still open: its latest revision.
@@ -209,6 +213,7 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
     let (last_restart, last_recovery) = view.read(inspect::last_restart_and_recovery)?;
     let reference_ms = reference_time(&book, config, live.map(|l| l.now_ms));
     let mut watermarks: Vec<(String, Option<i64>)> = Vec::new();
+    let mut velocities: BTreeMap<String, (i64, f64)> = BTreeMap::new();
     if let Some(cp) = checkpoint {
         let p = CheckpointPayload::decode(&cp.decider).map_err(|e| AuditError::Decode {
             what: "checkpoint",
@@ -219,11 +224,13 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
             AuditError::Decode { what: "checkpoint", key: "c/".into(), why: e.to_string() }
         })?;
         watermarks = d.watermarks().map(|(m, w)| (m.to_string(), w)).collect();
+        velocities = d.latest_velocities().map(|(m, ts, v)| (m.to_string(), (ts, v))).collect();
     }
     let open = view.read(open_incidents)?;
     let machines = watermarks
         .into_iter()
         .map(|(machine, wm)| MachineRow {
+            asset: facts(config, &machine, velocities.get(&machine).copied()),
             open_incidents: open.get(&machine).cloned().unwrap_or_default(),
             lag_ms: wm.map(|w| reference_ms.saturating_sub(w)),
             watermark_ms: wm,
@@ -362,11 +369,14 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
     for m in &st.machines {
         let wm = m.watermark_ms.map_or("none yet".to_string(), time);
         let lag = m.lag_ms.map_or(String::new(), |l| format!(", lag {}", words(l)));
+        let asset = m.asset.asset_text();
+        let asset = if asset.is_empty() { asset } else { format!(" ({asset})") };
         writeln!(
             out,
-            "  {}: watermark {wm}{lag}, {} open incident(s)",
+            "  {}{asset}: watermark {wm}{lag}, {} open incident(s), velocity {}",
             m.machine,
-            m.open_incidents.len()
+            m.open_incidents.len(),
+            m.asset.velocity_text()
         )?;
         for i in &m.open_incidents {
             let ev: Vec<String> =

@@ -33,6 +33,7 @@ pub fn escape(text: &str) -> String {
 const STYLE: &str = "body{font-family:sans-serif;margin:1em 2em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:left}\
 th{background:#eee}.live{background:#d8f5d8}.idle{background:#fff3c4}.silent{background:#f8d0d0}\
+.zone-A{background:#d8f5d8}.zone-B{background:#eef8c8}.zone-C{background:#fff3c4}.zone-D{background:#f8d0d0}\
 .bad{color:#a00;font-weight:bold}.muted{color:#666}h2{margin-top:1.2em}";
 
 /// The page for `st`.
@@ -111,9 +112,9 @@ pub fn render(st: &Status) -> String {
 }
 
 fn machines(h: &mut String, st: &Status) {
-    h.push_str("<h2>Machines</h2><table id=\"machines\"><tr><th>machine</th><th>watermark</th><th>lag</th><th>open incidents</th></tr>");
+    h.push_str("<h2>Machines</h2><table id=\"machines\"><tr><th>machine</th><th>asset</th><th>velocity</th><th>watermark</th><th>lag</th><th>open incidents</th></tr>");
     if st.machines.is_empty() {
-        h.push_str("<tr><td colspan=\"4\" class=\"muted\">none yet</td></tr>");
+        h.push_str("<tr><td colspan=\"6\" class=\"muted\">none yet</td></tr>");
     }
     for m in &st.machines {
         let wm = m.watermark_ms.map_or("none yet".to_string(), time);
@@ -142,10 +143,13 @@ fn machines(h: &mut String, st: &Status) {
         if inc.is_empty() {
             inc.push_str("<span class=\"muted\">none</span>");
         }
+        let zone = m.asset.velocity.as_ref().and_then(|v| v.zone).unwrap_or("none");
         let _ = write!(
             h,
-            "<tr class=\"machine\"><td>{}</td><td>{wm}</td><td>{lag}</td><td>{inc}</td></tr>",
-            escape(&m.machine)
+            "<tr class=\"machine\" data-zone=\"{zone}\"><td>{}</td><td>{}</td><td class=\"zone-{zone}\">{}</td><td>{wm}</td><td>{lag}</td><td>{inc}</td></tr>",
+            escape(&m.machine),
+            escape(&m.asset.asset_text()),
+            escape(&m.asset.velocity_text())
         );
     }
     h.push_str("</table>");

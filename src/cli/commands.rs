@@ -1,7 +1,7 @@
 //! What each command does around its library call: files, the runtime, output.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, IsTerminal};
+use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use linegate::config::{Config, SourceConfig};
@@ -140,7 +140,7 @@ pub(crate) fn whatif(
     let mut archive = Vec::new();
     ask_or_open(&c, Command::Dump { what: "alerts".into() }, &mut archive)?;
     let mut alerts = Vec::new();
-    let mut sinks = Sinks { alerts: &mut alerts, rejected: None::<std::io::Sink> };
+    let mut sinks = Sinks { alerts: &mut alerts, rejected: None::<std::io::Sink>, events: None };
     let summary = replay(&c, BufReader::new(File::open(&trace)?), &mut sinks, |_| {})?;
     // The span the export covers: the ingest times of its first and last lines (in decision
     // order), the only lines read here besides the replay's own pass.
@@ -339,6 +339,7 @@ pub(crate) fn create(path: &Path) -> Result<BufWriter<File>, Error> {
 pub(crate) struct Replay<'a> {
     pub summary: Option<&'a Path>,
     pub rejected: Option<&'a Path>,
+    pub events: Option<&'a Path>,
 }
 
 /// `--switch-config LINE=FILE` values: the line and the loaded configuration, in line order.
@@ -362,13 +363,18 @@ pub(crate) fn run_replay(
     files: Replay<'_>,
     switch_config: &[String],
 ) -> Result<(), Error> {
-    let Replay { summary, rejected } = files;
+    let Replay { summary, rejected, events } = files;
     let config = Config::load(config)?;
     let switches = switches(switch_config)?;
     let input = open(trace)?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
     let input = BufReader::with_capacity(1 << 20, input);
-    let mut sinks = Sinks { alerts: create(out)?, rejected: rejected.map(create).transpose()? };
+    let events = match events {
+        Some(path) => Some(Box::new(create(path)?) as Box<dyn Write>),
+        None => None,
+    };
+    let mut sinks =
+        Sinks { alerts: create(out)?, rejected: rejected.map(create).transpose()?, events };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(total);
         if let Ok(style) = indicatif::ProgressStyle::with_template(

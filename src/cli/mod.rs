@@ -46,6 +46,9 @@ enum Command {
         /// Every rejected record with its line, reason and raw bytes, as JSON Lines.
         #[arg(long)]
         rejected: Option<PathBuf>,
+        /// Every accepted event, received or derived (with its features), as JSON Lines.
+        #[arg(long)]
+        events: Option<PathBuf>,
         /// `LINE=FILE`: from trace line LINE on, FILE's configuration decides, continuing from
         /// the state decided so far (as the daemon at a restart with another rule). Repeatable.
         #[arg(long, value_name = "LINE=FILE")]
@@ -234,8 +237,12 @@ pub(crate) fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _scenario = kill_at::setup();
     let result = match cli.command {
-        Command::Replay { trace, config, out, summary, rejected, switch_config } => {
-            let files = Replay { summary: summary.as_deref(), rejected: rejected.as_deref() };
+        Command::Replay { trace, config, out, summary, rejected, events, switch_config } => {
+            let files = Replay {
+                summary: summary.as_deref(),
+                rejected: rejected.as_deref(),
+                events: events.as_deref(),
+            };
             run_replay(&trace, &config, &out, files, &switch_config)
         }
         #[cfg(feature = "demo")]

@@ -23,7 +23,8 @@
 //! type = "f32"                   # i16, u16, i32, u32, f32
 //! word_order = "big"             # or "little" (low word first)
 //! scale = 1.0
-//! unit = "g"
+//! unit = "g"                     # or "m/s2"; "mm/s": a velocity the device measures itself,
+//!                                # one velocity_rms event per poll (a `readings` line)
 //! axis = "z"
 //! ```
 

@@ -12,9 +12,11 @@
 //! `super::outputs` maps to records). `replay` does not ask for them, so its output and speed do
 //! not change.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::config::assets::{self, MachineAsset};
+use crate::config::assets::{self, IsoClass, MachineAsset, Zone};
 use crate::config::Config;
 use crate::event::features::Feature;
 use crate::event::rejection::{Reason, Rejection};
@@ -43,11 +45,15 @@ pub enum Outcome {
     /// one).
     /// `event`: the event when it was derived from raw samples; `None` for the event of the
     /// line handed to [`Decider::line`], which the caller holds already (no copy per event).
+    /// `zone`: the ISO 20816-3 zone of the event's velocity (its `value` when its metric is
+    /// `velocity_rms`, else `features.velocity_rms`) for a machine whose asset entry gives an ISO
+    /// class; `None` otherwise.
     Accepted {
         event: Option<Event>,
         how: Acceptance,
         derived: bool,
         counted: bool,
+        zone: Option<Zone>,
     },
     Duplicate {
         event_id: String,
@@ -87,6 +93,10 @@ pub struct Decider {
     rejected_derived: Vec<(Event, Rejection)>,
     /// Outcomes since the last `take_outcomes`, when reporting.
     outcomes: Option<Vec<Outcome>>,
+    /// The ISO class of each machine whose asset entry gives one (configuration, not state).
+    iso: BTreeMap<String, IsoClass>,
+    /// Per machine, its accepted event with a velocity of the latest `ts_ms`: `(ts_ms, mm/s)`.
+    velocities: BTreeMap<String, (i64, f64)>,
 }
 
 /// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
@@ -99,6 +109,9 @@ struct Saved {
     engine: Vec<u8>,
     #[serde(with = "serde_bytes")]
     cutter: Vec<u8>,
+    /// Absent in snapshots written before it existed, and when no velocity was seen.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    velocities: BTreeMap<String, (i64, f64)>,
 }
 
 fn frame_params(config: &Config) -> FrameParams {
@@ -114,6 +127,24 @@ fn frame_params(config: &Config) -> FrameParams {
         flush_after_ms: config.time.idle_timeout_ms / 2,
         machines: config.machines.iter().map(|(m, a)| (m.clone(), machine_features(a))).collect(),
     }
+}
+
+/// The ISO class of every machine whose asset entry gives one.
+fn iso_classes(config: &Config) -> BTreeMap<String, IsoClass> {
+    config.machines.iter().filter_map(|(m, a)| Some((m.clone(), a.iso?))).collect()
+}
+
+/// `ev`'s velocity in mm/s: its `value` when its metric is `velocity_rms`, else its feature.
+fn velocity_of(ev: &Event) -> Option<f64> {
+    match ev.metric {
+        Metric::VelocityRms => Some(ev.value),
+        _ => ev.features.as_deref().and_then(|f| f.get(Feature::VelocityRms)),
+    }
+}
+
+/// The zone of `velocity` on `machine`, when the machine has an ISO class.
+fn zone_of(iso: &BTreeMap<String, IsoClass>, machine: &str, velocity: f64) -> Option<Zone> {
+    Some(iso.get(machine)?.zone(velocity))
 }
 
 /// A machine's feature parameters from its asset entry: its velocity band; its bearing when the
@@ -151,6 +182,8 @@ impl Decider {
             derived: Vec::new(),
             rejected_derived: Vec::new(),
             outcomes: None,
+            iso: iso_classes(config),
+            velocities: BTreeMap::new(),
         }
     }
 
@@ -171,6 +204,7 @@ impl Decider {
             counts: self.counts.clone(),
             engine: self.engine.snapshot(),
             cutter: self.cutter.snapshot(),
+            velocities: self.velocities.clone(),
         })
     }
 
@@ -184,6 +218,8 @@ impl Decider {
             derived: Vec::new(),
             rejected_derived: Vec::new(),
             outcomes: None,
+            iso: iso_classes(config),
+            velocities: s.velocities,
         })
     }
 
@@ -371,6 +407,14 @@ impl Decider {
                 self.derived = derived;
                 pushed.map_err(|why| (Some(at), why))?;
             }
+            Arrival::Readings(rec) => {
+                // A device's own velocity readings: one event each, numbered like frames.
+                let mut derived = std::mem::take(&mut self.derived);
+                let taken = self.cutter.readings(self.now, rec, &mut derived);
+                self.decide_derived(&mut derived, alerts);
+                self.derived = derived;
+                taken.map_err(|why| (Some(at), why))?;
+            }
         }
         Ok(())
     }
@@ -441,11 +485,31 @@ impl Decider {
             }
             Verdict::Rejected(why) => return Err(why),
         };
+        let velocity = velocity_of(ev);
+        if let Some(v) = velocity {
+            self.note_velocity(&ev.machine, ev.ts_ms, v);
+        }
         if let Some(out) = self.outcomes.as_mut() {
             let event = derived.then(|| ev.clone());
-            out.push(Outcome::Accepted { event, how, derived, counted });
+            let zone = velocity.and_then(|v| zone_of(&self.iso, &ev.machine, v));
+            out.push(Outcome::Accepted { event, how, derived, counted, zone });
         }
         Ok(())
+    }
+
+    /// Keeps `velocity` as `machine`'s latest when no later one is kept.
+    fn note_velocity(&mut self, machine: &str, ts_ms: i64, velocity: f64) {
+        match self.velocities.get_mut(machine) {
+            Some(kept) if kept.0 > ts_ms => {}
+            Some(kept) => *kept = (ts_ms, velocity),
+            None => drop(self.velocities.insert(machine.to_owned(), (ts_ms, velocity))),
+        }
+    }
+
+    /// Per machine, the velocity (mm/s) of its accepted event with a velocity of the latest
+    /// event time, and that time: `(machine, ts_ms, mm/s)`.
+    pub fn latest_velocities(&self) -> impl Iterator<Item = (&str, i64, f64)> {
+        self.velocities.iter().map(|(m, &(ts, v))| (m.as_str(), ts, v))
     }
 
     fn count_rejection(&mut self, why: &Rejection) {

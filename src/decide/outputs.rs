@@ -55,6 +55,22 @@ enum Queued {
     Record(OutboxRecord),
 }
 
+/// An event's JSON object with `"zone":"C"` (the ISO 20816-3 zone of its velocity, docs/contracts.md
+/// section 10) added before its closing brace; the original bytes otherwise unchanged. An
+/// event's own keys never include `zone` (section 2 rejects unknown keys).
+fn with_zone(json: &[u8], zone: &str) -> Vec<u8> {
+    let Some((b'}', inner)) = json.trim_ascii_end().split_last() else { return json.to_vec() };
+    let mut out = Vec::with_capacity(json.len() + 12);
+    out.extend_from_slice(inner);
+    if inner.trim_ascii_end().last() != Some(&b'{') {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"zone\":\"");
+    out.extend_from_slice(zone.as_bytes());
+    out.extend_from_slice(b"\"}");
+    out
+}
+
 /// One checkpoint batch: encoded outbox records, ledger records, archive records.
 pub type Batch = (Vec<Vec<u8>>, Vec<LedgerRecord>, Vec<Archived>);
 
@@ -190,7 +206,7 @@ impl Pending {
         parsed: &mut Result<TraceLine, LineError>,
     ) {
         match outcome {
-            Outcome::Accepted { event, how, derived, counted } => {
+            Outcome::Accepted { event, how, derived, counted, zone } => {
                 let Some(event) = event.or_else(|| take_line_event(parsed)) else {
                     // Not reached: an outcome without its event is the line's own event's.
                     tracing::error!(journal_pos = rec.pos, "an accepted event with no event");
@@ -206,7 +222,10 @@ impl Pending {
                     Some(span) => rec.line.get(span).map(Cow::Borrowed),
                     None => original_event_bytes(&rec.line),
                 };
-                let json = json.unwrap_or_else(|| Cow::Owned(serialise(&event)));
+                let mut json = json.unwrap_or_else(|| Cow::Owned(serialise(&event)));
+                if let Some(zone) = zone {
+                    json = Cow::Owned(with_zone(&json, zone.as_str()));
+                }
                 let Event { event_id, machine, sensor, seq, ts_ms, .. } = event;
                 let outbox_seq = self.outbox.len() as u64;
                 self.outbox.push(Queued::Encoded(encode_event_with_at(
@@ -421,5 +440,66 @@ mod tests {
         assert!(outbox.len() >= 4, "four events accepted, one a duplicate");
         assert!(!puts.is_empty(), "the line that is not JSON is quarantined");
         assert_eq!(decide_all(true), (outbox, ledger, puts));
+    }
+
+    /// Events of a machine with an ISO class carry the zone of their velocity (docs/contracts.md
+    /// section 10), after their own bytes and before `at`; no other event changes.
+    #[test]
+    fn events_with_a_velocity_of_a_machine_with_an_iso_class_carry_its_zone() {
+        let toml =
+            "[gateway]\nid = \"gw\"\n[machines.fan-1]\niso_group = 2\nfoundation = \"rigid\"\n";
+        let config = Config::from_toml(toml, "t.toml").unwrap();
+        let t = 1_700_000_000_000i64;
+        let event = |id: &str, machine: &str, metric: &str, unit: &str, value: f64| {
+            format!(
+                r#"{{"event_id":"{id}","machine":"{machine}","sensor":"{id}","seq":1,"ts_ms":{t},"clock":{{"state":"synced"}},"metric":"{metric}","value":{value},"unit":"{unit}","schema":1,"quality":"good"}}"#
+            )
+        };
+        let events = [
+            event("a", "fan-1", "velocity_rms", "mm/s", 6.0),
+            event("b", "pump-2", "velocity_rms", "mm/s", 6.0),
+            event("c", "fan-1", "accel_rms", "g", 0.4),
+        ];
+        let mut lines: Vec<String> = events
+            .iter()
+            .map(|e| format!(r#"{{"at":{},"kind":"event","event":{e}}}"#, t + 100))
+            .collect();
+        lines.push(format!(
+            r#"{{"at":{},"kind":"readings","machine":"fan-1","sensor":"v","t0_ms":{t},"rate_hz":2,"unit":"mm/s","data":[1.0,3.0]}}"#,
+            t + 200
+        ));
+        let mut decider = Decider::new(&config).reporting();
+        let mut pending = Pending::default();
+        for (i, line) in lines.iter().enumerate() {
+            let rec = JournalRecord {
+                pos: i as u64 + 1,
+                at: 1,
+                origin: None,
+                line: line.clone().into_bytes(),
+            };
+            decide(&mut decider, &mut pending, &rec, None);
+        }
+        let (outbox, _, _) = pending.finish(0, 0, |_| Ok::<_, ()>(None)).unwrap();
+        let json: Vec<String> = outbox
+            .iter()
+            .map(|b| match OutboxRecord::decode(b).unwrap() {
+                OutboxRecord::Event { json, .. } => String::from_utf8(json).unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let at = |j: &str, at: i64| crate::records::outbox::event_json_with_at(j.as_bytes(), at);
+        let zoned = events[0].replace(r#""good"}"#, r#""good","zone":"D"}"#);
+        assert_eq!(json[0].as_bytes(), at(&zoned, t + 100), "group 2 rigid: D from 4.5 mm/s");
+        assert_eq!(json[1].as_bytes(), at(&events[1], t + 100), "pump-2 has no ISO class");
+        assert_eq!(json[2].as_bytes(), at(&events[2], t + 100), "no velocity");
+        let zones: Vec<Option<String>> = json[3..]
+            .iter()
+            .map(|j| {
+                serde_json::from_str::<serde_json::Value>(j).unwrap()["zone"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        assert_eq!(zones, [Some("A".to_owned()), Some("C".to_owned())], "1.0 and 3.0 mm/s");
     }
 }

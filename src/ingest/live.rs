@@ -71,7 +71,8 @@ pub(super) trait Adapter: Send + 'static {
     fn idle(&mut self, now: Now, out: &mut Vec<LiveItem>);
 }
 
-/// One `samples` trace line (docs/contracts.md section 8) as written to the journal.
+/// One `samples` (or `readings`) trace line (docs/contracts.md section 8) as written to the
+/// journal.
 #[derive(Serialize)]
 struct SamplesLine<'a> {
     at: i64,
@@ -88,11 +89,15 @@ struct SamplesLine<'a> {
     data: &'a [f64],
 }
 
-/// The trace line of samples record `r` arriving at ingest time `at`.
+/// The trace line of samples record `r` arriving at ingest time `at`: `readings` when it is in
+/// mm/s.
 pub(super) fn samples_line(at: i64, r: &SamplesRecord) -> Vec<u8> {
+    // A block in mm/s holds velocities the device measured itself: a `readings` line, one
+    // `velocity_rms` event per value (raw samples are acceleration).
+    let kind = if r.unit == Unit::MmS { "readings" } else { "samples" };
     let line = SamplesLine {
         at,
-        kind: "samples",
+        kind,
         machine: &r.machine,
         sensor: &r.sensor,
         t0_ms: r.t0_ms,

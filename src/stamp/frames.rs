@@ -322,16 +322,10 @@ impl FrameCutter {
         }
     }
 
-    /// Takes one samples record arriving at ingest time `at`; appends the derived events of the
-    /// frames it completes to `out` (in seq order). `Err` when the record overlaps or precedes
-    /// samples already taken for its sensor, or is invalid (rate not > 0, a non-finite sample, a
-    /// sensor name already used by another machine); the state is then unchanged.
-    pub fn push(
-        &mut self,
-        at: i64,
-        rec: &SamplesRecord,
-        out: &mut Vec<Event>,
-    ) -> Result<(), Rejection> {
+    /// Why `rec` cannot be taken: a rate not > 0, a non-finite value, a sensor name of another
+    /// machine, or values that overlap or precede those already taken for its sensor; else
+    /// whether it holds any value to take.
+    fn check_record(&self, rec: &SamplesRecord) -> Result<bool, Rejection> {
         let rate = rec.rate_hz;
         if !(rate.is_finite() && rate > 0.0) {
             return Err(Rejection::new(
@@ -383,9 +377,23 @@ impl FrameCutter {
                 ));
             }
         }
-        if rec.data.is_empty() {
+        Ok(!rec.data.is_empty())
+    }
+
+    /// Takes one samples record arriving at ingest time `at`; appends the derived events of the
+    /// frames it completes to `out` (in seq order). `Err` when the record overlaps or precedes
+    /// samples already taken for its sensor, or is invalid (rate not > 0, a non-finite sample, a
+    /// sensor name already used by another machine); the state is then unchanged.
+    pub fn push(
+        &mut self,
+        at: i64,
+        rec: &SamplesRecord,
+        out: &mut Vec<Event>,
+    ) -> Result<(), Rejection> {
+        if !self.check_record(rec)? {
             return Ok(());
         }
+        let (rate, t0) = (rec.rate_hz, rec.t0_ms as f64);
 
         if !self.owners.contains_key(&rec.sensor) {
             self.owners.insert(rec.sensor.clone(), rec.machine.clone());
@@ -463,6 +471,55 @@ impl FrameCutter {
         self.unbuffered_frames += unbuffered;
         let n = rec.data.len() - 1;
         state.last_sample_t = Some(t0 + (n as f64) * 1000.0 / rate);
+        state.last_arrival = at;
+        Ok(())
+    }
+
+    /// Takes one `readings` record (velocities in `mm/s` a device measured itself, docs/contracts.md
+    /// section 8) arriving at ingest time `at`: appends one event per value to `out`, in seq
+    /// order, numbered on from the sensor's last event: `metric = velocity_rms`, `value` the
+    /// reading, `unit = mm/s`, `ts_ms` the reading's time (`t0_ms + i * 1000 / rate_hz`, rounded
+    /// to the millisecond), the record's clock (else `unknown`), quality `good`, no `samples` and
+    /// no `features`. A frame the sensor left open is emitted first. `Err` as for [`Self::push`];
+    /// the state is then unchanged.
+    pub fn readings(
+        &mut self,
+        at: i64,
+        rec: &SamplesRecord,
+        out: &mut Vec<Event>,
+    ) -> Result<(), Rejection> {
+        if !self.check_record(rec)? {
+            return Ok(());
+        }
+        self.owners.entry(rec.sensor.clone()).or_insert_with(|| rec.machine.clone());
+        let machine = self.sensors.entry(rec.machine.clone()).or_default();
+        let state = machine.entry(rec.sensor.clone()).or_insert_with(SensorState::new);
+        let (params, extractor) = (&self.params, &mut self.extractor);
+        if let Some(f) = state.open.take() {
+            emit(params, extractor, &rec.machine, &rec.sensor, state, f, out);
+        }
+        let clock = rec.clock.unwrap_or(ClockEvidence::UNKNOWN);
+        let time = |i: usize| rec.t0_ms as f64 + (i as f64) * 1000.0 / rec.rate_hz;
+        for (i, &value) in rec.data.iter().enumerate() {
+            state.last_seq += 1;
+            let seq = state.last_seq;
+            out.push(Event {
+                event_id: format!("{}.{}.{}", params.gateway, rec.sensor, seq),
+                machine: rec.machine.clone(),
+                sensor: rec.sensor.clone(),
+                seq,
+                ts_ms: time(i).round() as i64,
+                clock,
+                metric: Metric::VelocityRms,
+                value,
+                unit: Unit::MmS,
+                schema: 1,
+                quality: Quality::Good,
+                samples: None,
+                features: None,
+            });
+        }
+        state.last_sample_t = Some(time(rec.data.len() - 1));
         state.last_arrival = at;
         Ok(())
     }
@@ -681,5 +738,45 @@ mod tests {
         c.push(T, &rec("m", "s", T, 12_000.0, data), &mut out).unwrap();
         let per_sample = (c.snapshot().len() - empty) as f64 / 11_999.0;
         assert!((9.0..9.1).contains(&per_sample), "{per_sample} bytes a sample");
+    }
+
+    #[test]
+    fn readings_are_one_velocity_event_each_numbered_on_across_a_snapshot() {
+        let mut c = FrameCutter::new(params(Metric::AccelRms));
+        let mut out = Vec::new();
+        let mut r = rec("fan", "v", T, 3.0, vec![2.5, 4.75, 0.0]);
+        r.unit = Unit::MmS;
+        c.readings(T + 5, &r, &mut out).unwrap();
+        let got: Vec<_> =
+            out.iter().map(|e| (e.event_id.as_str(), e.seq, e.ts_ms, e.value)).collect();
+        assert_eq!(
+            got,
+            [("gw.v.1", 1, T, 2.5), ("gw.v.2", 2, T + 333, 4.75), ("gw.v.3", 3, T + 667, 0.0)]
+        );
+        let e = &out[0];
+        assert_eq!((e.metric, e.unit, e.quality), (Metric::VelocityRms, Unit::MmS, Quality::Good));
+        assert_eq!(
+            (e.samples, e.features.is_none(), e.clock),
+            (None, true, ClockEvidence::UNKNOWN)
+        );
+        assert_eq!(c.open_frames(), 0, "readings open no frame");
+        assert_eq!(c.next_flush_due(), None);
+        // Overlapping readings and a sensor name of another machine are refused, nothing changes.
+        let mut again = c.clone();
+        let err = again.readings(T + 6, &r, &mut out).unwrap_err();
+        assert_eq!(err.reason, Reason::SamplesOverlap, "{err}");
+        let mut other = r.clone();
+        other.machine = "pump".into();
+        other.t0_ms = T + 1_000;
+        let err = again.readings(T + 6, &other, &mut out).unwrap_err();
+        assert_eq!(err.reason, Reason::SensorConflict, "{err}");
+        assert_eq!(again.snapshot(), c.snapshot());
+        // A restored cutter numbers on.
+        let mut back = FrameCutter::restore(params(Metric::AccelRms), &c.snapshot()).unwrap();
+        out.clear();
+        r.t0_ms = T + 1_000;
+        back.readings(T + 1_005, &r, &mut out).unwrap();
+        assert_eq!(out.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5, 6]);
+        assert_eq!(back.last_seq("fan", "v"), Some(6));
     }
 }

@@ -26,6 +26,9 @@ pub struct SamplesRecord {
 pub enum Arrival {
     Event(Event),
     Samples(SamplesRecord),
+    /// Velocities in `mm/s` a device measured itself (a Modbus channel in `mm/s`), value `i` at
+    /// `t0_ms + i * 1000 / rate_hz`: one `velocity_rms` event each, numbered by the decider.
+    Readings(SamplesRecord),
     Tick,
 }
 

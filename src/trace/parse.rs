@@ -176,6 +176,7 @@ static LINE_SHAPE: Shape = Shape {
 enum Kind {
     Event,
     Samples,
+    Readings,
     Tick,
 }
 
@@ -184,13 +185,14 @@ impl Kind {
         match self {
             Kind::Event => "event",
             Kind::Samples => "samples",
+            Kind::Readings => "readings",
             Kind::Tick => "tick",
         }
     }
     fn defines(self, slot: usize) -> bool {
         match self {
             Kind::Event => matches!(slot, L_AT | L_KIND | L_EVENT),
-            Kind::Samples => slot != L_EVENT,
+            Kind::Samples | Kind::Readings => slot != L_EVENT,
             Kind::Tick => matches!(slot, L_AT | L_KIND),
         }
     }
@@ -210,10 +212,13 @@ fn validate_line(
         Val::Str(s) => match &**s {
             "event" => Kind::Event,
             "samples" => Kind::Samples,
+            "readings" => Kind::Readings,
             "tick" => Kind::Tick,
             other => {
-                let detail =
-                    format!("kind {} (expected \"event\", \"samples\" or \"tick\")", show(other));
+                let detail = format!(
+                    "kind {} (expected \"event\", \"samples\", \"readings\" or \"tick\")",
+                    show(other)
+                );
                 return Err(with_at(Rejection::new(Reason::UnknownKind, detail)));
             }
         },
@@ -255,12 +260,15 @@ fn validate_line(
             }
             Arrival::Event(parse_event(text).map_err(with_at)?)
         }
-        Kind::Samples => Arrival::Samples(samples_line(top).map_err(with_at)?),
+        Kind::Samples => Arrival::Samples(samples_line(top, kind).map_err(with_at)?),
+        Kind::Readings => Arrival::Readings(samples_line(top, kind).map_err(with_at)?),
     };
     Ok(TraceLine { at, arrival })
 }
 
-fn samples_line(mut top: Box<Top<'_, LINE_SLOTS>>) -> Result<SamplesRecord, Rejection> {
+/// The fields of a `samples` or a `readings` line (`kind`), which differ only in their unit:
+/// raw acceleration in `g` or `m/s2`, or velocities a device measured, in `mm/s` and `>= 0`.
+fn samples_line(mut top: Box<Top<'_, LINE_SLOTS>>, kind: Kind) -> Result<SamplesRecord, Rejection> {
     let slot = |i: usize| top.vals[i].as_ref();
 
     // Presence and type, in a fixed order.
@@ -312,11 +320,34 @@ fn samples_line(mut top: Box<Top<'_, LINE_SLOTS>>) -> Result<SamplesRecord, Reje
             format!("data[{i}] is {}", t.describe()),
         ));
     }
-    if unit == Unit::MmS {
-        return Err(Rejection::new(
-            Reason::UnitMismatch,
-            "unit \"mm/s\" does not fit samples: raw samples are acceleration in \"g\" or \"m/s2\"",
-        ));
+    match (kind, unit) {
+        (Kind::Readings, Unit::MmS) => {
+            if let Some(i) = nums.values.iter().position(|&x| x < 0.0) {
+                return Err(Rejection::new(
+                    Reason::NegativeValue,
+                    format!("data[{i}] is {}: a velocity RMS is >= 0", nums.values[i]),
+                ));
+            }
+        }
+        (Kind::Readings, _) => {
+            return Err(Rejection::new(
+                Reason::UnitMismatch,
+                format!(
+                    "unit {:?} does not fit readings: readings are velocities a device measured, \
+                     in \"mm/s\"; raw acceleration is a \"samples\" line",
+                    unit.as_str()
+                ),
+            ))
+        }
+        (_, Unit::MmS) => {
+            return Err(Rejection::new(
+                Reason::UnitMismatch,
+                "unit \"mm/s\" does not fit samples: raw samples are acceleration in \"g\" or \
+                 \"m/s2\"; velocities a device measured itself are a \"readings\" line (one \
+                 velocity_rms event per value)",
+            ))
+        }
+        _ => {}
     }
     check_plausible_ts(t0_ms, "t0_ms")?;
 

@@ -11,6 +11,10 @@ address 100 advances to the next sample. Holding and input registers share one m
   105-106  i32  round(x * 1e6), low word first
   107      u16  index of the sample served (mod 65536)
 
+and a vibration velocity the device measures itself, in mm/s (an ISO 20816 velocity transmitter):
+
+  110-111  f32  VELOCITIES[n % 5], high word first; every read that starts at 110 advances n
+
 Any other address is answered with exception 2 (illegal data address).
 
   --tcp PORT             Modbus TCP on 127.0.0.1:PORT
@@ -36,6 +40,9 @@ from pymodbus.simulator.simutils import DataType
 
 BASE = 100
 COUNT = 8
+VELOCITY = 110
+# mm/s, exact in f32: zones A, B, C, D, D of an ISO 20816-3 group 2 machine on a rigid foundation.
+VELOCITIES = [1.0, 2.0, 3.0, 4.5, 6.0]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -54,6 +61,11 @@ def encode(x, n):
     i16 = int(math.floor(x * 1000 + 0.5)) & 0xFFFF
     i32 = int(math.floor(x * 1e6 + 0.5)) & 0xFFFFFFFF
     return [i16, hi_lo[0], hi_lo[1], hi_lo[1], hi_lo[0], i32 & 0xFFFF, i32 >> 16, n & 0xFFFF]
+
+
+def velocity(n):
+    """The 2 registers of the velocity served at read n."""
+    return list(struct.unpack(">HH", struct.pack(">f", VELOCITIES[n % len(VELOCITIES)])))
 
 
 async def silent(port):
@@ -81,7 +93,7 @@ async def main():
         return
 
     samples = load_samples()
-    served = {"n": 0, "responses": 0}
+    served = {"n": 0, "responses": 0, "velocity": 0}
 
     async def play(function_code, start_address, address, count, registers, set_values):
         if function_code in (3, 4) and address == BASE and set_values is None:
@@ -90,6 +102,10 @@ async def main():
                 samples[n % len(samples)], n
             )
             served["n"] = n + 1
+        if function_code in (3, 4) and address == VELOCITY and set_values is None:
+            v = served["velocity"]
+            registers[VELOCITY - start_address : VELOCITY - start_address + 2] = velocity(v)
+            served["velocity"] = v + 1
         return None
 
     rng = random.Random(5)
@@ -103,7 +119,10 @@ async def main():
 
     device = SimDevice(
         id=args.unit,
-        simdata=[SimData(BASE, values=encode(samples[0], 0), datatype=DataType.REGISTERS)],
+        simdata=[
+            SimData(BASE, values=encode(samples[0], 0), datatype=DataType.REGISTERS),
+            SimData(VELOCITY, values=velocity(0), datatype=DataType.REGISTERS),
+        ],
         action=play,
     )
     if args.tcp is not None:

@@ -250,7 +250,9 @@ fn negative_value() {
 fn unit_mismatch() {
     let s = Some(1_700_000_001_000);
     let line = samples(|m| drop(m.insert("unit".into(), json!("mm/s"))));
+    // The refusal names the line a device's own velocities belong in.
     reject(&line, s, Reason::UnitMismatch, "mm/s");
+    reject(&line, s, Reason::UnitMismatch, "a \"readings\" line");
     let e = event_line(&EVENT.replace("\"g\"", "\"mm/s\""));
     reject(&e, AT, Reason::UnitMismatch, "accel_rms");
 }
@@ -451,4 +453,30 @@ fn plain_lines_are_read_by_the_scanner_as_the_exact_path_reads_them() {
         assert_eq!(plain_line(other, &mut Vec::new()).map(|(tl, _)| tl), None, "{other}");
         parse(other).unwrap_err();
     }
+}
+
+#[test]
+fn readings_line_holds_velocities_in_mm_per_s() {
+    let s = Some(1_700_000_001_000);
+    let readings = |f: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+        samples(|m| {
+            m.insert("kind".into(), json!("readings"));
+            m.insert("unit".into(), json!("mm/s"));
+            m.insert("data".into(), json!([2.5, 0, 7.25]));
+            f(m);
+        })
+    };
+    let l = parse(&readings(&|_| {})).unwrap();
+    let Arrival::Readings(r) = l.arrival else { panic!("not readings") };
+    assert_eq!((r.sensor.as_str(), r.unit, r.rate_hz), ("s1", Unit::MmS, 3200.0));
+    assert_eq!(r.data, vec![2.5, 0.0, 7.25]);
+    // Acceleration is a samples line; a velocity is never negative; events do not belong here.
+    let g = readings(&|m| drop(m.insert("unit".into(), json!("g"))));
+    reject(&g, s, Reason::UnitMismatch, "raw acceleration is a \"samples\" line");
+    let negative = readings(&|m| drop(m.insert("data".into(), json!([1, -0.5]))));
+    reject(&negative, s, Reason::NegativeValue, "data[1] is -0.5");
+    let event = readings(&|m| drop(m.insert("event".into(), json!({}))));
+    reject(&event, s, Reason::UnknownField, "not defined for kind \"readings\"");
+    let other = samples(|m| drop(m.insert("kind".into(), json!("reading"))));
+    reject(&other, s, Reason::UnknownKind, "\"readings\"");
 }
