@@ -56,9 +56,9 @@ fn params(early: bool) -> Params {
 /// `also_max`: how many further events records list.
 fn params_listing(early: bool, also_max: u32) -> Params {
     let mut p = Params::defaults("gw-test");
-    p.also_max = also_max;
+    p.rule_mut().also_max = also_max;
     p.allowed_lateness_ms = 86_400_000; // every order is within allowed lateness
-    p.early = early;
+    p.rule_mut().early = early;
     p
 }
 
@@ -210,7 +210,7 @@ proptest! {
         load.seed = seed;
         let p = Params::defaults("gw-bench");
         // Per sensor at 1 event/s: ids younger than the horizon, high events within W behind it.
-        let per_sensor = (p.allowed_lateness_ms + p.window_ms + 60_000) / 1000;
+        let per_sensor = (p.allowed_lateness_ms + p.rule().window_ms + 60_000) / 1000;
         let limit = 20 * per_sensor as usize;
         let mut engine = Engine::new(p);
         let mut out = Vec::new();
