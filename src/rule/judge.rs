@@ -2,7 +2,7 @@
 //! the one predicate the engine decides with ([`super::Engine`]'s high events) and `linegate
 //! explain` tells people with, so the two never disagree.
 
-use super::{Params, Reader};
+use super::{Reader, RuleParams};
 use crate::event::features::MeasureUnit;
 use crate::event::{ClockState, Event, Quality};
 
@@ -29,9 +29,9 @@ impl Judgement {
     }
 }
 
-/// The judgement of `ev` under `p` against `threshold` (the machine's), read by `reader`.
+/// The judgement of `ev` under rule `p` against `threshold` (the machine's), read by `reader`.
 #[inline]
-pub(super) fn judge_with(p: &Params, reader: Reader, threshold: f64, ev: &Event) -> Judgement {
+pub(super) fn judge_with(p: &RuleParams, reader: Reader, threshold: f64, ev: &Event) -> Judgement {
     let Some((value, unit)) = reader.read(ev) else { return Judgement::NoMeasurement };
     if !p.count_quality.contains(&ev.quality) {
         return Judgement::Quality(ev.quality);
@@ -46,7 +46,7 @@ pub(super) fn judge_with(p: &Params, reader: Reader, threshold: f64, ev: &Event)
     }
 }
 
-impl Params {
+impl RuleParams {
     /// What the rule makes of `ev`, an applied event of machine `machine` (a too-late event is
     /// never applied, so never judged): exactly what the engine decides.
     pub fn judge(&self, machine: &str, ev: &Event) -> Judgement {
@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn the_measurement_then_quality_then_clock_then_threshold() {
-        let mut p = Params::defaults("gw");
+        let mut all = super::super::Params::defaults("gw");
+        let p = all.rule_mut();
         p.count_clock = vec![ClockState::Synced];
         // 0.5 g is 4.903 m/s2.
         assert_eq!(

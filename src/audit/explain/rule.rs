@@ -9,7 +9,7 @@ use crate::config::{Config, Threshold};
 use crate::event::features::{Feature, MeasureUnit};
 use crate::event::{ClockState, Quality};
 use crate::features::Defect;
-use crate::rule::Params;
+use crate::rule::{Params, RuleParams};
 
 use super::number::{exact, sig, span, with_unit};
 
@@ -69,7 +69,7 @@ pub struct DefectLine {
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub line: RuleLine,
-    pub params: Params,
+    pub params: RuleParams,
     /// The machine's ISO class, for the zone of a velocity.
     pub iso: Option<IsoClass>,
 }
@@ -80,12 +80,9 @@ pub struct Rule {
 /// The one place a rule is looked up by the name an alert record carries: with several rules
 /// (`[[rule]]`) this finds the one of that name among them.
 pub fn rule_for(config: &Config, name: &str, machine: &str) -> Option<Rule> {
-    let r = &config.rule;
-    if r.name != name {
-        return None;
-    }
+    let r = config.rule_named(name)?;
     let written = r.threshold_for(machine);
-    let threshold = config.threshold_for(machine);
+    let threshold = config.rule_threshold_for(r, machine);
     let asset = config.machines.get(machine);
     let zone = match written {
         Threshold::Zone(z) => asset
@@ -122,10 +119,10 @@ pub fn rule_for(config: &Config, name: &str, machine: &str) -> Option<Rule> {
             count: r.count,
             count_quality: r.count_quality.clone(),
             count_clock: r.count_clock.clone(),
-            rule_version: crate::config::rule_version::rule_version(config),
+            rule_version: crate::config::rule_version::rule_version_of(config, r),
             defect,
         },
-        params: Params::from_config(config),
+        params: Params::from_config(config).rules.into_iter().find(|p| p.name == name)?,
         iso: asset.and_then(|a| a.iso),
     })
 }
