@@ -67,10 +67,12 @@ impl Daemon {
         assert!(sent.unwrap().success(), "kill -{signal} {pid}");
     }
 
-    /// SIGKILL (unless it already exited); [`Daemon::wait`] then reaps it.
+    /// SIGKILL (unless it already exited), and reaps it: when this returns the process is gone,
+    /// its sockets closed, so the next command cannot reach a dying daemon.
     pub fn kill(&mut self) {
         if self.exited().is_none() {
             let _ = self.child.kill();
+            self.exited = self.child.wait().ok();
         }
     }
 
