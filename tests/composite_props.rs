@@ -1,0 +1,341 @@
+//! Property tests of the composite rule core (docs/contracts.md section 4, "Composite rules")
+//! against a brute-force reference: member incidents grow and merge as a member rule's do, in any
+//! order within allowed lateness, and the composite incidents the records end with are those the
+//! definition gives from the members' final incidents, evaluated instant by instant.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use linegate::event::features::MeasureUnit;
+use linegate::event::{ClockEvidence, Quality};
+use linegate::rule::alert::{AlertKind, EvidenceItem};
+use linegate::rule::composite::{
+    Combine, CompositeBook, CompositeRecord, Ctx, MemberIncident, Spec,
+};
+use proptest::prelude::*;
+
+const MEMBERS: [&str; 3] = ["A", "B", "C"];
+
+/// A member incident as the reference sees it: `[onset, end)` and the alert naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Span {
+    alert_id: String,
+    onset: i64,
+    end: i64,
+}
+
+/// A cited member: rule, alert, onset, evidence event ids.
+type CitedRef = (String, String, i64, Vec<String>);
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Final {
+    onset: i64,
+    end: Option<i64>,
+    cited: Vec<CitedRef>,
+}
+
+/// The evidence a member incident has: a function of its onset, as a real member's is of the
+/// events before it (two events on every third onset, so that lengths differ).
+fn evidence(rule: &str, onset: i64) -> Vec<Arc<EvidenceItem>> {
+    let item = |id: String, ts: i64| {
+        Arc::new(EvidenceItem {
+            event_id: id.into(),
+            sensor: "s0".into(),
+            seq: 0,
+            ts_ms: ts,
+            value: 1.0,
+            unit: MeasureUnit::G,
+            quality: Quality::Good,
+            clock: ClockEvidence::UNKNOWN,
+            samples: None,
+        })
+    };
+    let mut ev = vec![item(format!("{rule}@{onset}"), onset)];
+    if onset.rem_euclid(3) == 0 {
+        ev.insert(0, item(format!("{rule}@{onset}-1"), onset - 1));
+    }
+    ev
+}
+
+/// A member rule's incidents on one machine, grown as a rule grows them: an applied event at `x`
+/// makes the condition true on a span starting at `x`; incidents that span overlaps or touches
+/// merge into one, named by the earliest of them (its onset at creation names a new one).
+#[derive(Debug, Default)]
+struct Member {
+    incidents: BTreeMap<i64, Span>,
+}
+
+impl Member {
+    /// Adds `[x, x + len)`; returns the incident that holds it now.
+    fn hold(&mut self, rule: &str, x: i64, len: i64) -> Span {
+        let (mut onset, mut end) = (x, x + len);
+        let touched: Vec<i64> = self
+            .incidents
+            .values()
+            .filter(|s| s.onset <= end && s.end >= onset)
+            .map(|s| s.onset)
+            .collect();
+        let mut alert_id = None;
+        for k in touched {
+            let s = self.incidents.remove(&k).unwrap();
+            onset = onset.min(s.onset);
+            end = end.max(s.end);
+            alert_id = alert_id.or(Some(s.alert_id));
+        }
+        let alert_id = alert_id.unwrap_or_else(|| format!("gw/{rule}/m/{onset}"));
+        let span = Span { alert_id, onset, end };
+        self.incidents.insert(onset, span.clone());
+        span
+    }
+}
+
+fn state(rule: &str, s: &Span) -> MemberIncident {
+    MemberIncident {
+        alert_id: s.alert_id.clone(),
+        onset: s.onset,
+        end: s.end,
+        evidence: evidence(rule, s.onset),
+    }
+}
+
+/// One case: the rule, each member's spans (x, len) in arrival order across members, the
+/// allowed lateness and the watermark's bound.
+#[derive(Debug, Clone)]
+struct Case {
+    combine: Combine,
+    n_members: usize,
+    window: i64,
+    /// (member index, x, len), in arrival order.
+    arrivals: Vec<(usize, i64, i64)>,
+    allowed_lateness: i64,
+    bound: i64,
+    /// Give the member's every incident after each arrival, not only the one that changed.
+    whole_book: bool,
+    early: bool,
+}
+
+impl Case {
+    fn spec(&self) -> Spec {
+        let names: Vec<String> = MEMBERS[..self.n_members].iter().map(|s| s.to_string()).collect();
+        match self.combine {
+            Combine::AllOf => Spec::all_of(names, self.window).unwrap(),
+            Combine::Sequence => {
+                Spec::sequence(names[0].clone(), names[1].clone(), self.window).unwrap()
+            }
+        }
+    }
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (any::<bool>(), 2usize..=3, 2i64..30).prop_flat_map(|(seq, n, window)| {
+        let n_members = if seq { 2 } else { n };
+        let span = (0..n_members, 0i64..160, 1i64..12);
+        (
+            prop::collection::vec(span, 1..40).prop_shuffle(),
+            0i64..60,
+            0i64..40,
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(move |(arrivals, allowed_lateness, bound, whole_book, early)| Case {
+                combine: if seq { Combine::Sequence } else { Combine::AllOf },
+                n_members,
+                window,
+                arrivals,
+                allowed_lateness,
+                bound,
+                whole_book,
+                early,
+            })
+    })
+}
+
+/// Runs the case through the core. The watermark is `max x seen - bound`, held back so that
+/// every span still to come lies within allowed lateness (as the gateway applies only those);
+/// after the last arrival it moves far ahead and everything closes. Returns the records and the
+/// members' final incidents.
+fn run(c: &Case) -> (Vec<CompositeRecord>, Vec<Member>) {
+    let spec = c.spec();
+    let mut members: Vec<Member> = (0..c.n_members).map(|_| Member::default()).collect();
+    let mut book = CompositeBook::default();
+    let mut out = Vec::new();
+    let (mut wm, mut max_x) = (i64::MIN, i64::MIN);
+    for (k, &(m, x, len)) in c.arrivals.iter().enumerate() {
+        let rule = MEMBERS[m];
+        let span = members[m].hold(rule, x, len);
+        let states: Vec<MemberIncident> = if c.whole_book {
+            members[m].incidents.values().map(|s| state(rule, s)).collect()
+        } else {
+            vec![state(rule, &span)]
+        };
+        let id = format!("ev{k}");
+        let ctx = Ctx {
+            gateway: "gw",
+            rule: "combo",
+            machine: "m",
+            early: c.early,
+            wm,
+            now: k as i64,
+            caused_by: Some(&id),
+            late: x < wm,
+        };
+        book.apply(&spec, rule, states, &ctx, &mut out).unwrap();
+        max_x = max_x.max(x);
+        let next_min = c.arrivals[k + 1..].iter().map(|a| a.1).min();
+        let mut next_wm = max_x - c.bound;
+        if let Some(next) = next_min {
+            next_wm = next_wm.min(next + c.allowed_lateness);
+        }
+        wm = wm.max(next_wm);
+        let ctx = Ctx { wm, caused_by: None, late: false, ..ctx };
+        book.advance(&spec, &ctx, c.allowed_lateness, &mut out);
+        book.check().unwrap();
+    }
+    let ctx = Ctx {
+        gateway: "gw",
+        rule: "combo",
+        machine: "m",
+        early: c.early,
+        wm: 10_000,
+        now: 1_000_000,
+        caused_by: None,
+        late: false,
+    };
+    book.advance(&spec, &ctx, c.allowed_lateness, &mut out);
+    (out, members)
+}
+
+/// The definition, instant by instant over whole milliseconds (every bound is one, so the
+/// condition is constant from one to the next).
+fn reference(c: &Case, members: &[Member]) -> Vec<Final> {
+    let w = c.window;
+    let spans: Vec<Vec<Span>> =
+        members.iter().map(|m| m.incidents.values().cloned().collect()).collect();
+    let holds = |m: usize, k: i64| spans[m].iter().any(|s| s.onset <= k && k < s.end);
+    // Held at some instant of (τ - W, τ]: of the cells [k, k + 1), those with τ - W <= k <= τ.
+    let recent = |m: usize, tau: i64| (tau - w..=tau).any(|k| holds(m, k));
+    let cond = |tau: i64| match c.combine {
+        Combine::AllOf => (0..c.n_members).all(|m| recent(m, tau)),
+        Combine::Sequence => {
+            let mut t = tau;
+            while holds(1, t) {
+                if recent(0, t) {
+                    return true;
+                }
+                t -= 1;
+            }
+            false
+        }
+    };
+    let cite = |q: i64| -> Vec<CitedRef> {
+        let mut out = Vec::new();
+        for (m, rule) in MEMBERS[..c.n_members].iter().enumerate() {
+            for s in &spans[m] {
+                let cited = if c.combine == Combine::Sequence && m == 1 {
+                    s.onset <= q && q < s.end
+                } else {
+                    (q - w..=q).any(|k| s.onset <= k && k < s.end)
+                };
+                if cited {
+                    let ids =
+                        evidence(rule, s.onset).iter().map(|e| e.event_id.to_string()).collect();
+                    out.push((rule.to_string(), s.alert_id.clone(), s.onset, ids));
+                }
+            }
+        }
+        out
+    };
+    let mut out = Vec::new();
+    let mut onset = None;
+    for tau in -100..400 {
+        match (onset, cond(tau)) {
+            (None, true) => onset = Some(tau),
+            (Some(q), false) => {
+                out.push(Final { onset: q, end: Some(tau), cited: cite(q) });
+                onset = None;
+            }
+            _ => {}
+        }
+    }
+    assert!(onset.is_none(), "the condition holds past the end of the time line");
+    out
+}
+
+/// The truth of each alert: its highest revision; superseded alerts are left out.
+fn finals(records: &[CompositeRecord]) -> Vec<Final> {
+    let mut last: BTreeMap<&str, &CompositeRecord> = BTreeMap::new();
+    for r in records {
+        let e = last.entry(&r.alert_id).or_insert(r);
+        if r.revision > e.revision {
+            *e = r;
+        }
+    }
+    let mut out: Vec<Final> = last
+        .values()
+        .filter(|r| r.kind != AlertKind::Supersede)
+        .map(|r| Final {
+            onset: r.onset_ms,
+            end: r.end_ms,
+            cited: r
+                .members
+                .iter()
+                .map(|m| {
+                    let ids = m.evidence.iter().map(|e| e.event_id.to_string()).collect();
+                    (m.rule.clone(), m.alert_id.clone(), m.onset_ms, ids)
+                })
+                .collect(),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Revisions of every alert are 0, 1, 2, … with `open` first; an alert's onset never moves
+/// later; nothing follows a `supersede`, and a superseded alert names one that was published.
+fn check_records(records: &[CompositeRecord]) {
+    let mut next: BTreeMap<&str, (u32, i64, bool)> = BTreeMap::new();
+    for r in records {
+        let (n, onset, gone) = next.entry(&r.alert_id).or_insert((0, r.onset_ms, false));
+        assert_eq!(r.revision, *n, "revision order of {}", r.alert_id);
+        assert_eq!(r.kind == AlertKind::Open, r.revision == 0, "open is revision 0: {r:?}");
+        assert!(r.onset_ms <= *onset, "the onset of {} moved later: {r:?}", r.alert_id);
+        assert!(!*gone, "a record after the supersede of {}", r.alert_id);
+        *n += 1;
+        *onset = r.onset_ms;
+        *gone = r.kind == AlertKind::Supersede;
+        if let Some(by) = &r.superseded_by {
+            assert!(
+                next.contains_key(by.as_str()),
+                "{} superseded by unpublished {by}",
+                r.alert_id
+            );
+        }
+    }
+}
+
+fn check(c: &Case) -> Result<(), TestCaseError> {
+    let (records, members) = run(c);
+    check_records(&records);
+    prop_assert_eq!(finals(&records), reference(c, &members));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn any_order_within_lateness_gives_the_reference_incidents(c in case()) {
+        check(&c)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(50))]
+    /// Guards the generator: most cases of each kind must make composite incidents, or the main
+    /// property says little.
+    #[test]
+    fn generator_makes_composite_incidents(cases in prop::collection::vec(case(), 30)) {
+        let with = cases.iter().filter(|c| !reference(c, &run(c).1).is_empty()).count();
+        prop_assert!(with >= 12, "only {with} of 30 cases have composite incidents");
+    }
+}
