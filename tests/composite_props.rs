@@ -177,7 +177,6 @@ fn run(c: &Case) -> (Vec<CompositeRecord>, Vec<Member>) {
             wm,
             now: k as i64,
             caused_by: Some(&id),
-            late: x < wm,
         };
         book.apply(&spec, rule, states, &ctx, &mut out).unwrap();
         max_x = max_x.max(x);
@@ -187,7 +186,7 @@ fn run(c: &Case) -> (Vec<CompositeRecord>, Vec<Member>) {
             next_wm = next_wm.min(next + c.allowed_lateness);
         }
         wm = wm.max(next_wm);
-        let ctx = Ctx { wm, caused_by: None, late: false, ..ctx };
+        let ctx = Ctx { wm, caused_by: None, ..ctx };
         book.advance(&spec, &ctx, c.allowed_lateness, &mut out);
         book.check().unwrap();
     }
@@ -199,7 +198,6 @@ fn run(c: &Case) -> (Vec<CompositeRecord>, Vec<Member>) {
         wm: 10_000,
         now: 1_000_000,
         caused_by: None,
-        late: false,
     };
     book.advance(&spec, &ctx, c.allowed_lateness, &mut out);
     (out, members)
@@ -337,5 +335,46 @@ proptest! {
     fn generator_makes_composite_incidents(cases in prop::collection::vec(case(), 30)) {
         let with = cases.iter().filter(|c| !reference(c, &run(c).1).is_empty()).count();
         prop_assert!(with >= 12, "only {with} of 30 cases have composite incidents");
+    }
+}
+
+/// An `all_of` of A and B within `window`, the arrivals in this order, the watermark bound 0.
+fn all_of_case(window: i64, allowed_lateness: i64, arrivals: &[(usize, i64, i64)]) -> Vec<Case> {
+    [false, true]
+        .map(|whole_book| Case {
+            combine: Combine::AllOf,
+            n_members: 2,
+            window,
+            arrivals: arrivals.to_vec(),
+            allowed_lateness,
+            bound: 0,
+            whole_book,
+            early: false,
+        })
+        .to_vec()
+}
+
+/// The book forgets member incidents a window after the floor, not at it: A's `[0, 5)` ended
+/// before the horizon (12) but still reaches the composite at 12, where a late B begins.
+#[test]
+fn a_member_incident_ended_before_the_horizon_still_reaches_the_composite() {
+    for c in all_of_case(20, 5, &[(0, 0, 5), (1, 40, 1), (1, 12, 3)]) {
+        check(&c).unwrap();
+        assert_eq!(reference(&c, &run(&c).1).len(), 1);
+    }
+}
+
+/// The floor stays at the onset of an incident still held across the horizon: `[0, 20)` is open
+/// when the horizon reaches 20, and B from 20 extends it to `[0, 40)`, onset 0 still.
+#[test]
+fn an_incident_held_across_the_horizon_keeps_its_onset_when_it_grows() {
+    let arrivals = [(0, 0, 10), (1, 0, 10), (0, 10, 10), (0, 20, 10), (1, 20, 10)];
+    for c in all_of_case(10, 0, &arrivals) {
+        check(&c).unwrap();
+        let (records, _) = run(&c);
+        assert_eq!(
+            finals(&records).iter().map(|f| (f.onset, f.end)).collect::<Vec<_>>(),
+            [(0, Some(40))]
+        );
     }
 }

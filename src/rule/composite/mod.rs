@@ -10,7 +10,15 @@
 //! incidents it holds: members' incidents only grow and merge, so each old incident lies inside
 //! one new span, and the spans that took in several merge (the earliest published survives; the
 //! others are superseded), as the measurement rule's incidents do (decision 0004).
+//!
+//! Wiring, per composite rule and machine: after a member rule has decided an event, pass that
+//! member's incidents on the machine to [`CompositeBook::apply`] (all of them, or only those
+//! that changed), with the event as `caused_by`; after the machine watermark moved (an event or
+//! a tick), call [`CompositeBook::advance`]. `spec` holds the rule, `record` what it publishes
+//! and when, `truth` the conditions as interval arithmetic.
 
+mod record;
+mod spec;
 mod truth;
 
 use std::collections::BTreeMap;
@@ -18,75 +26,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::alert::{clock_summary, AlertKind, AlertRecord, AssetTags, EvidenceItem};
+use super::alert::EvidenceItem;
 use super::incidents::Incident;
+use record::{merge, sync};
+pub use record::{Cited, CompositeRecord, Published};
+pub use spec::{Combine, Spec};
 use truth::Span;
 
 /// An evidence event, shared with the member rule's incident book.
 pub type Item = Arc<EvidenceItem>;
-
-/// How a composite rule combines its members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Combine {
-    /// `all_of = [A, B, ...]`: every member has held within the window.
-    AllOf,
-    /// `sequence = [A, B]`: `B` holds, and `A` held within the window of an instant of that
-    /// incident of `B`, at or before it.
-    Sequence,
-}
-
-/// A composite rule: how it combines, which rules (by name, in order), within which window.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spec {
-    combine: Combine,
-    members: Vec<String>,
-    window_ms: i64,
-}
-
-impl Spec {
-    /// `all_of = members` within `window_ms`: at least one member, each named once.
-    pub fn all_of(members: Vec<String>, window_ms: i64) -> Result<Self, String> {
-        if members.is_empty() {
-            return Err("all_of names no rule".to_string());
-        }
-        Self::new(Combine::AllOf, members, window_ms)
-    }
-
-    /// `sequence = [first, then]` within `window_ms`: two different rules.
-    pub fn sequence(first: String, then: String, window_ms: i64) -> Result<Self, String> {
-        Self::new(Combine::Sequence, vec![first, then], window_ms)
-    }
-
-    fn new(combine: Combine, members: Vec<String>, window_ms: i64) -> Result<Self, String> {
-        let key = match combine {
-            Combine::AllOf => "all_of",
-            Combine::Sequence => "sequence",
-        };
-        if window_ms <= 0 {
-            return Err(format!("{key}: window must be positive, got {window_ms} ms"));
-        }
-        for (i, m) in members.iter().enumerate() {
-            if members[..i].contains(m) {
-                return Err(format!("{key}: rule {m:?} is named twice"));
-            }
-        }
-        Ok(Spec { combine, members, window_ms })
-    }
-
-    pub fn combine(&self) -> Combine {
-        self.combine
-    }
-
-    /// The member rules' names, in the configured order (`[A, B]` for a sequence).
-    pub fn members(&self) -> &[String] {
-        &self.members
-    }
-
-    pub fn window_ms(&self) -> i64 {
-        self.window_ms
-    }
-}
 
 /// One incident of a member rule on the machine, as the member decided it so far.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -122,38 +70,6 @@ impl MemberIncident {
     }
 }
 
-/// A member incident a composite incident cites: in the window of its onset (for the `B` of a
-/// sequence, the incident that holds at its onset).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cited {
-    /// The member rule's name.
-    pub rule: String,
-    pub alert_id: String,
-    pub onset_ms: i64,
-    pub evidence: Vec<Item>,
-}
-
-/// What decides whether a cited member changed: its evidence only grows at a given onset.
-type CitedKey = (String, String, i64, usize);
-
-fn cited_keys(cited: &[Cited]) -> Vec<CitedKey> {
-    cited
-        .iter()
-        .map(|c| (c.rule.clone(), c.alert_id.clone(), c.onset_ms, c.evidence.len()))
-        .collect()
-}
-
-/// What a record last published about a composite incident; changes against it decide `amend`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Published {
-    pub revision: u32,
-    pub onset: i64,
-    cited: Vec<CitedKey>,
-    /// `Some(end)` once a record carried the end (the incident was closed).
-    pub end: Option<i64>,
-    pub provisional: bool,
-}
-
 /// One composite incident: a maximal interval `[onset, end)` of the composite condition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompositeIncident {
@@ -163,65 +79,6 @@ pub struct CompositeIncident {
     /// The member incidents of the onset's window, by member (in the rule's order), then onset.
     pub cited: Vec<Cited>,
     pub published: Option<Published>,
-}
-
-/// One record of a composite alert: the whole current state of its incident (section 6), the
-/// member alerts in place of the events a measurement rule's record lists.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompositeRecord {
-    pub alert_id: String,
-    pub revision: u32,
-    pub kind: AlertKind,
-    pub machine: String,
-    pub rule: String,
-    pub onset_ms: i64,
-    /// Null until the machine watermark has passed the end.
-    pub end_ms: Option<i64>,
-    /// The cited member alerts and their evidence events.
-    pub members: Vec<Cited>,
-    pub superseded_by: Option<String>,
-    pub caused_by: Option<String>,
-    pub watermark_ms: Option<i64>,
-    pub decided_at_ms: i64,
-    pub provisional: bool,
-}
-
-impl CompositeRecord {
-    /// Every evidence event of the cited members, once each, in `(ts_ms, event_id)` order.
-    pub fn evidence(&self) -> Vec<EvidenceItem> {
-        let mut all: Vec<&Item> = self.members.iter().flat_map(|m| &m.evidence).collect();
-        all.sort_by(|a, b| (a.ts_ms, &a.event_id).cmp(&(b.ts_ms, &b.event_id)));
-        all.dedup_by(|a, b| a.event_id == b.event_id);
-        all.into_iter().map(|i| EvidenceItem::clone(i)).collect()
-    }
-
-    /// As a section 6 alert record: `evidence` is [`Self::evidence`], `also` empty, the clock
-    /// fields from that evidence. The member alerts themselves are not in it.
-    pub fn to_alert_record(&self, rule_version: &str, asset: Arc<AssetTags>) -> AlertRecord {
-        let evidence = self.evidence();
-        let (clock_trust, max_err_ms) = clock_summary(&evidence);
-        AlertRecord {
-            alert_id: self.alert_id.clone(),
-            revision: self.revision,
-            kind: self.kind,
-            machine: self.machine.clone(),
-            rule: self.rule.clone(),
-            rule_version: rule_version.to_string(),
-            asset,
-            onset_ms: self.onset_ms,
-            end_ms: self.end_ms,
-            evidence,
-            also: Vec::new(),
-            also_count: 0,
-            clock_trust,
-            max_err_ms,
-            superseded_by: self.superseded_by.clone(),
-            caused_by: self.caused_by.clone(),
-            watermark_ms: self.watermark_ms,
-            decided_at_ms: self.decided_at_ms,
-            provisional: self.provisional,
-        }
-    }
 }
 
 /// Everything a decision needs besides the book and the rule.
@@ -238,8 +95,6 @@ pub struct Ctx<'a> {
     pub now: i64,
     /// The event whose arrival changed the members; `None` for the passage of ingest time.
     pub caused_by: Option<&'a str>,
-    /// The causing event arrived behind the watermark.
-    pub late: bool,
 }
 
 /// One composite rule's state on one machine.
@@ -283,13 +138,13 @@ impl CompositeBook {
         ctx: &Ctx<'_>,
         out: &mut Vec<CompositeRecord>,
     ) -> Result<(), String> {
-        if !spec.members.iter().any(|m| m == member) {
+        if !spec.members().iter().any(|m| m == member) {
             return Err(format!(
                 "rule {member:?} is not a member of composite rule {:?}",
                 ctx.rule
             ));
         }
-        let (w, floor) = (spec.window_ms, self.floor);
+        let (w, floor) = (spec.window_ms(), self.floor);
         let held = self.members.entry(member.to_string()).or_default();
         let mut changed = false;
         for inc in states {
@@ -338,7 +193,7 @@ impl CompositeBook {
         // after every forgotten one's end.
         let first = self.incidents.keys().next().copied().unwrap_or(i64::MAX);
         self.floor = self.floor.max(first.min(horizon));
-        let (w, floor) = (spec.window_ms, self.floor);
+        let (w, floor) = (spec.window_ms(), self.floor);
         for held in self.members.values_mut() {
             held.retain(|_, i| i.end.saturating_add(w) > floor);
         }
@@ -379,24 +234,26 @@ impl CompositeBook {
 
     /// The composite's spans from the floor on.
     fn spans(&self, spec: &Spec) -> Vec<Span> {
-        let (w, floor) = (spec.window_ms, self.floor);
+        let (w, floor) = (spec.window_ms(), self.floor);
         let spans_of = |m: &str| self.held(m).map(|i| (i.onset, i.end));
-        match spec.combine {
+        match spec.combine() {
             Combine::AllOf => {
                 let recents: Vec<Vec<Span>> =
-                    spec.members.iter().map(|m| truth::recent(spans_of(m), w, floor)).collect();
+                    spec.members().iter().map(|m| truth::recent(spans_of(m), w, floor)).collect();
                 truth::all_of(&recents)
             }
             Combine::Sequence => {
-                let recent_a = truth::recent(spans_of(&spec.members[0]), w, floor);
-                truth::sequence(spans_of(&spec.members[1]), &recent_a, floor)
+                // `Spec::sequence` makes exactly two members.
+                let [a, b] = spec.members() else { return Vec::new() };
+                let recent_a = truth::recent(spans_of(a), w, floor);
+                truth::sequence(spans_of(b), &recent_a, floor)
             }
         }
     }
 
     /// The member incidents an incident with onset `q` cites.
     fn cite(&self, spec: &Spec, q: i64) -> Vec<Cited> {
-        let w = spec.window_ms;
+        let w = spec.window_ms();
         let cite = |rule: &str, inc: &MemberIncident| Cited {
             rule: rule.to_string(),
             alert_id: inc.alert_id.clone(),
@@ -404,10 +261,10 @@ impl CompositeBook {
             evidence: inc.evidence.clone(),
         };
         let mut out = Vec::new();
-        for (i, rule) in spec.members.iter().enumerate() {
+        for (i, rule) in spec.members().iter().enumerate() {
             let held = self.members.get(rule);
             let mut upto_q = held.into_iter().flat_map(|h| h.range(..=q).map(|(_, v)| v));
-            if spec.combine == Combine::Sequence && i == 1 {
+            if spec.combine() == Combine::Sequence && i == 1 {
                 // The incident of B that holds at q.
                 out.extend(upto_q.next_back().filter(|inc| inc.end > q).map(|inc| cite(rule, inc)));
             } else {
@@ -461,97 +318,6 @@ fn upsert(held: &mut BTreeMap<i64, MemberIncident>, inc: MemberIncident) -> bool
     }
     held.insert(inc.onset, inc);
     true
-}
-
-/// The incident `[onset, end)` citing `cited`, made of the held incidents `olds` (ascending by
-/// onset) that lie in it: the earliest published survives (else the earliest); the other
-/// published ones are superseded.
-fn merge(
-    onset: i64,
-    end: i64,
-    mut olds: Vec<CompositeIncident>,
-    cited: Vec<Cited>,
-    ctx: &Ctx<'_>,
-    out: &mut Vec<CompositeRecord>,
-) -> CompositeIncident {
-    let survivor = olds.iter().position(|i| i.published.is_some());
-    let survivor = survivor.or(if olds.is_empty() { None } else { Some(0) });
-    let (alert_id, published) = match survivor {
-        Some(s) => {
-            let sv = olds.remove(s);
-            (sv.alert_id, sv.published)
-        }
-        None => (format!("{}/{}/{}/{}", ctx.gateway, ctx.rule, ctx.machine, onset), None),
-    };
-    let mut inc = CompositeIncident { alert_id, onset, end, cited, published };
-    sync(&mut inc, ctx, out);
-    for old in olds {
-        if let Some(p) = old.published {
-            let mut rec = render(&inc, AlertKind::Supersede, p.revision + 1, ctx);
-            rec.alert_id = old.alert_id;
-            rec.superseded_by = Some(inc.alert_id.clone());
-            out.push(rec);
-        }
-    }
-    inc
-}
-
-fn render(
-    inc: &CompositeIncident,
-    kind: AlertKind,
-    revision: u32,
-    ctx: &Ctx<'_>,
-) -> CompositeRecord {
-    CompositeRecord {
-        alert_id: inc.alert_id.clone(),
-        revision,
-        kind,
-        machine: ctx.machine.to_string(),
-        rule: ctx.rule.to_string(),
-        onset_ms: inc.onset,
-        end_ms: (ctx.wm > inc.end).then_some(inc.end),
-        members: inc.cited.clone(),
-        superseded_by: None,
-        caused_by: ctx.caused_by.map(str::to_string),
-        watermark_ms: (ctx.wm != i64::MIN).then_some(ctx.wm),
-        decided_at_ms: ctx.now,
-        provisional: ctx.wm < inc.onset,
-    }
-}
-
-/// Publishes what is due for one incident, as the measurement rule does (decision 0004):
-/// `open` once the watermark reaches the onset (at once, provisional, with `early`); `close`
-/// once it passes the end; `amend` when what was published changed: onset, cited members,
-/// provisional, or — for a closed incident or a late cause — the end.
-fn sync(inc: &mut CompositeIncident, ctx: &Ctx<'_>, out: &mut Vec<CompositeRecord>) {
-    let confirmed = ctx.wm >= inc.onset;
-    let end_known = (ctx.wm > inc.end).then_some(inc.end);
-    let cited = cited_keys(&inc.cited);
-    let (kind, revision) = match &inc.published {
-        None if confirmed || ctx.early => (AlertKind::Open, 0),
-        None => return,
-        Some(p) if p.end.is_none() && end_known.is_some() => (AlertKind::Close, p.revision + 1),
-        Some(p)
-            if inc.onset != p.onset
-                || cited != p.cited
-                || p.provisional == confirmed
-                || ((p.end.is_some() || ctx.late) && end_known != p.end) =>
-        {
-            (AlertKind::Amend, p.revision + 1)
-        }
-        Some(_) => return,
-    };
-    let mut rec = render(inc, kind, revision, ctx);
-    if kind == AlertKind::Open {
-        rec.end_ms = None;
-    }
-    let (end, provisional) = (rec.end_ms, rec.provisional);
-    inc.published = Some(Published { revision, onset: inc.onset, cited, end, provisional });
-    out.push(rec);
-    if kind == AlertKind::Open {
-        // The watermark may already be past the end: close right after.
-        sync(inc, ctx, out);
-    }
 }
 
 #[cfg(test)]

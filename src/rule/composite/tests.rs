@@ -5,6 +5,7 @@
 use super::*;
 use crate::event::features::MeasureUnit;
 use crate::event::{ClockEvidence, Quality};
+use crate::rule::alert::AlertKind;
 
 const LATENESS: i64 = 1_000_000;
 
@@ -44,7 +45,7 @@ impl Run {
         Run::new(Spec::sequence("A".into(), "B".into(), w).unwrap())
     }
 
-    fn ctx<'a>(&self, caused_by: Option<&'a str>, late: bool) -> Ctx<'a> {
+    fn ctx<'a>(&self, caused_by: Option<&'a str>) -> Ctx<'a> {
         Ctx {
             gateway: "gw",
             rule: "combo",
@@ -53,12 +54,10 @@ impl Run {
             wm: self.wm,
             now: 7,
             caused_by,
-            late,
         }
     }
 
-    /// Member `rule`'s incident `id` is now `[onset, end)`, caused by event `ev` (a late one
-    /// when its name says so).
+    /// Member `rule`'s incident `id` is now `[onset, end)`, caused by event `ev`.
     fn hold(&mut self, rule: &str, id: &str, (onset, end): (i64, i64), ev: &str) -> &mut Self {
         let inc = MemberIncident {
             alert_id: id.into(),
@@ -66,14 +65,14 @@ impl Run {
             end,
             evidence: vec![item(&format!("{id}@{onset}"), onset)],
         };
-        let ctx = self.ctx(Some(ev), ev.starts_with("late"));
+        let ctx = self.ctx(Some(ev));
         self.book.apply(&self.spec, rule, [inc], &ctx, &mut self.out).unwrap();
         self
     }
 
     fn watermark(&mut self, wm: i64) -> &mut Self {
         self.wm = wm;
-        let ctx = self.ctx(None, false);
+        let ctx = self.ctx(None);
         self.book.advance(&self.spec, &ctx, LATENESS, &mut self.out);
         self
     }
@@ -305,7 +304,7 @@ fn bad_rules_and_strangers_are_errors_naming_them() {
     assert!(Spec::sequence("A".into(), "A".into(), 10).is_err());
     assert!(Spec::sequence("A".into(), "B".into(), 0).unwrap_err().contains("positive"));
     let mut r = Run::all_of(10);
-    let ctx = r.ctx(None, false);
+    let ctx = r.ctx(None);
     let err = r.book.apply(&r.spec, "Z", [], &ctx, &mut r.out).unwrap_err();
     assert!(err.contains("\"Z\"") && err.contains("combo"), "{err}");
 }
