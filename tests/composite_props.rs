@@ -3,15 +3,18 @@
 //! order within allowed lateness, and the composite incidents the records end with are those the
 //! definition gives from the members' final incidents, evaluated instant by instant.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use linegate::event::features::MeasureUnit;
-use linegate::event::{ClockEvidence, Quality};
+use linegate::event::{ClockEvidence, Event, Metric, Quality, Unit};
+use linegate::rule::alert::AssetTags;
 use linegate::rule::alert::{AlertKind, EvidenceItem};
 use linegate::rule::composite::{
     Combine, CompositeBook, CompositeRecord, Ctx, MemberIncident, Spec,
 };
+use linegate::rule::incidents::{self, IncidentBook};
 use proptest::prelude::*;
 
 const MEMBERS: [&str; 3] = ["A", "B", "C"];
@@ -34,22 +37,30 @@ struct Final {
     cited: Vec<CitedRef>,
 }
 
+/// The evidence item of a high event `event_id` at `ts_ms`.
+fn item(event_id: String, ts_ms: i64) -> EvidenceItem {
+    let e = Event {
+        event_id,
+        machine: "m".into(),
+        sensor: "s0".into(),
+        seq: 0,
+        ts_ms,
+        clock: ClockEvidence::UNKNOWN,
+        metric: Metric::AccelRms,
+        value: 0.9,
+        unit: Unit::G,
+        schema: 1,
+        quality: Quality::Good,
+        samples: None,
+        features: None,
+    };
+    EvidenceItem::of(&e)
+}
+
 /// The evidence a member incident has: a function of its onset, as a real member's is of the
 /// events before it (two events on every third onset, so that lengths differ).
 fn evidence(rule: &str, onset: i64) -> Vec<Arc<EvidenceItem>> {
-    let item = |id: String, ts: i64| {
-        Arc::new(EvidenceItem {
-            event_id: id.into(),
-            sensor: "s0".into(),
-            seq: 0,
-            ts_ms: ts,
-            value: 1.0,
-            unit: MeasureUnit::G,
-            quality: Quality::Good,
-            clock: ClockEvidence::UNKNOWN,
-            samples: None,
-        })
-    };
+    let item = |id: String, ts: i64| Arc::new(item(id, ts));
     let mut ev = vec![item(format!("{rule}@{onset}"), onset)];
     if onset.rem_euclid(3) == 0 {
         ev.insert(0, item(format!("{rule}@{onset}-1"), onset - 1));
@@ -206,14 +217,29 @@ fn run(c: &Case) -> (Vec<CompositeRecord>, Vec<Member>) {
 /// The definition, instant by instant over whole milliseconds (every bound is one, so the
 /// condition is constant from one to the next).
 fn reference(c: &Case, members: &[Member]) -> Vec<Final> {
-    let w = c.window;
-    let spans: Vec<Vec<Span>> =
-        members.iter().map(|m| m.incidents.values().cloned().collect()).collect();
+    let spans: Vec<Vec<(Span, Vec<String>)>> = (members.iter().zip(MEMBERS))
+        .map(|(m, rule)| {
+            let ids =
+                |s: &Span| evidence(rule, s.onset).iter().map(|e| e.event_id.to_string()).collect();
+            m.incidents.values().map(|s| (s.clone(), ids(s))).collect()
+        })
+        .collect();
+    composite_reference(c.combine, c.window, &spans, -100..400)
+}
+
+/// The same over members' incidents with their evidence ids, instant by instant over `line`.
+fn composite_reference(
+    combine: Combine,
+    w: i64,
+    members: &[Vec<(Span, Vec<String>)>],
+    line: std::ops::Range<i64>,
+) -> Vec<Final> {
+    let spans: Vec<Vec<&Span>> = members.iter().map(|m| m.iter().map(|x| &x.0).collect()).collect();
     let holds = |m: usize, k: i64| spans[m].iter().any(|s| s.onset <= k && k < s.end);
     // Held at some instant of (τ - W, τ]: of the cells [k, k + 1), those with τ - W <= k <= τ.
     let recent = |m: usize, tau: i64| (tau - w..=tau).any(|k| holds(m, k));
-    let cond = |tau: i64| match c.combine {
-        Combine::AllOf => (0..c.n_members).all(|m| recent(m, tau)),
+    let cond = |tau: i64| match combine {
+        Combine::AllOf => (0..members.len()).all(|m| recent(m, tau)),
         Combine::Sequence => {
             let mut t = tau;
             while holds(1, t) {
@@ -227,17 +253,15 @@ fn reference(c: &Case, members: &[Member]) -> Vec<Final> {
     };
     let cite = |q: i64| -> Vec<CitedRef> {
         let mut out = Vec::new();
-        for (m, rule) in MEMBERS[..c.n_members].iter().enumerate() {
-            for s in &spans[m] {
-                let cited = if c.combine == Combine::Sequence && m == 1 {
+        for (m, rule) in MEMBERS[..members.len()].iter().enumerate() {
+            for (s, ids) in &members[m] {
+                let cited = if combine == Combine::Sequence && m == 1 {
                     s.onset <= q && q < s.end
                 } else {
                     (q - w..=q).any(|k| s.onset <= k && k < s.end)
                 };
                 if cited {
-                    let ids =
-                        evidence(rule, s.onset).iter().map(|e| e.event_id.to_string()).collect();
-                    out.push((rule.to_string(), s.alert_id.clone(), s.onset, ids));
+                    out.push((rule.to_string(), s.alert_id.clone(), s.onset, ids.clone()));
                 }
             }
         }
@@ -245,7 +269,7 @@ fn reference(c: &Case, members: &[Member]) -> Vec<Final> {
     };
     let mut out = Vec::new();
     let mut onset = None;
-    for tau in -100..400 {
+    for tau in line {
         match (onset, cond(tau)) {
             (None, true) => onset = Some(tau),
             (Some(q), false) => {
@@ -376,5 +400,144 @@ fn an_incident_held_across_the_horizon_keeps_its_onset_when_it_grows() {
             finals(&records).iter().map(|f| (f.onset, f.end)).collect::<Vec<_>>(),
             [(0, Some(40))]
         );
+    }
+}
+
+/// Events of one machine, `(ts, value)` on a coarse grid (ties and exact-window distances are
+/// likely), and an arrival order.
+fn events_in_any_order() -> impl Strategy<Value = (Vec<(i64, f64)>, Vec<usize>)> {
+    prop::collection::vec((0i64..30, 0usize..3), 1..40).prop_flat_map(|raw| {
+        let evs: Vec<(i64, f64)> =
+            raw.into_iter().map(|(t, v)| (t * 20, [0.3, 0.6, 0.9][v])).collect();
+        let order: Vec<usize> = (0..evs.len()).collect();
+        (Just(evs), Just(order).prop_shuffle())
+    })
+}
+
+/// The member rules of the end-to-end test: A counts values from 0.5, B from 0.8; both 2 events
+/// within 120 ms.
+const THRESHOLDS: [f64; 2] = [0.5, 0.8];
+
+/// Real measurement rules' incident books decide the members, event by event in `order`, and
+/// the composite takes in every member incident after each event; then the watermark passes
+/// everything. Returns the composite records and the members' books.
+fn run_with_rules(
+    spec: &Spec,
+    evs: &[(i64, f64)],
+    order: &[usize],
+    early: bool,
+) -> (Vec<CompositeRecord>, Vec<IncidentBook>) {
+    let asset = Arc::new(AssetTags::default());
+    let mut books = vec![IncidentBook::default(), IncidentBook::default()];
+    let (mut book, mut out, mut member_out) = (CompositeBook::default(), Vec::new(), Vec::new());
+    fn cctx(early: bool, wm: i64, now: i64, caused_by: Option<&str>) -> Ctx<'_> {
+        Ctx { gateway: "gw", rule: "combo", machine: "m", early, wm, now, caused_by }
+    }
+    for (now, &i) in order.iter().enumerate() {
+        let (ts, value) = evs[i];
+        let id = format!("m.s0.{i}");
+        for (k, threshold) in THRESHOLDS.iter().enumerate() {
+            if value < *threshold {
+                continue;
+            }
+            let ctx = incidents::Ctx {
+                gateway: "gw",
+                rule: MEMBERS[k],
+                rule_version: "v",
+                machine: "m",
+                asset: &asset,
+                window_ms: 120,
+                count: 2,
+                also_max: 100,
+                early: false,
+                wm: i64::MIN,
+                now: now as i64,
+                caused_by: Some(&id),
+                late: false,
+            };
+            books[k].add(item(id.clone(), ts), &ctx, &mut member_out);
+            let states = books[k].incidents().map(MemberIncident::of);
+            book.apply(
+                spec,
+                MEMBERS[k],
+                states,
+                &cctx(early, i64::MIN, now as i64, Some(&id)),
+                &mut out,
+            )
+            .unwrap();
+        }
+    }
+    book.advance(spec, &cctx(early, 10_000, 1_000, None), 1_000_000, &mut out);
+    (out, books)
+}
+
+/// The composite of the members' incidents as the section 4 reference computes them from the
+/// events, named by the alert ids the books gave them.
+fn reference_with_rules(spec: &Spec, evs: &[(i64, f64)], books: &[IncidentBook]) -> Vec<Final> {
+    let mut members = Vec::new();
+    for (k, threshold) in THRESHOLDS.iter().enumerate() {
+        let high: Vec<(i64, String)> = (evs.iter().enumerate())
+            .filter(|(_, e)| e.1 >= *threshold)
+            .map(|(i, e)| (e.0, format!("m.s0.{i}")))
+            .collect();
+        let want = support::incidents::reference("m", &high, 120, 2);
+        let got: Vec<(i64, i64)> = books[k].incidents().map(|i| (i.onset, i.end)).collect();
+        let want_spans: Vec<(i64, i64)> =
+            want.iter().map(|i| (i.onset_ms, i.end_ms.unwrap())).collect();
+        assert_eq!(got, want_spans, "member {} against the section 4 reference", MEMBERS[k]);
+        let spans = (books[k].incidents().zip(want))
+            .map(|(inc, f)| {
+                let span = Span { alert_id: inc.alert_id.clone(), onset: inc.onset, end: inc.end };
+                (span, f.evidence)
+            })
+            .collect();
+        members.push(spans);
+    }
+    composite_reference(spec.combine(), spec.window_ms(), &members, -200..1500)
+}
+
+/// `sequence = [A, B]` or `all_of = [A, B]` within `window`.
+fn two_members(sequence: bool, window: i64) -> Spec {
+    let (a, b) = (MEMBERS[0].to_string(), MEMBERS[1].to_string());
+    if sequence {
+        Spec::sequence(a, b, window).unwrap()
+    } else {
+        Spec::all_of(vec![a, b], window).unwrap()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// End to end over real measurement rules: any arrival order of the events gives the
+    /// composite incidents the definition gives from the events' section 4 incidents.
+    #[test]
+    fn measurement_rules_then_composite_match_the_reference_in_any_order(
+        (evs, order) in events_in_any_order(),
+        sequence in any::<bool>(),
+        window in 1i64..200,
+        early in any::<bool>(),
+    ) {
+        let spec = two_members(sequence, window);
+        let (records, books) = run_with_rules(&spec, &evs, &order, early);
+        check_records(&records);
+        prop_assert_eq!(finals(&records), reference_with_rules(&spec, &evs, &books));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20))]
+    /// Guards the end-to-end generator: most cases must make composite incidents.
+    #[test]
+    fn rules_generator_makes_composite_incidents(
+        cases in prop::collection::vec((events_in_any_order(), any::<bool>(), 1i64..200), 30),
+    ) {
+        let with = (cases.iter())
+            .filter(|((evs, order), sequence, window)| {
+                let spec = two_members(*sequence, *window);
+                !reference_with_rules(&spec, evs, &run_with_rules(&spec, evs, order, false).1).is_empty()
+            })
+            .count();
+        prop_assert!(with >= 12, "only {with} of 30 cases have composite incidents");
     }
 }
