@@ -15,6 +15,7 @@
 //! 6. the sensor's watermark, then the machine's, move; what became due is published.
 
 pub mod alert;
+pub mod composite;
 pub mod dedup;
 pub mod high_index;
 pub mod incidents;
