@@ -121,15 +121,10 @@ fn frame_params(config: &Config) -> FrameParams {
 fn machine_features(asset: &MachineAsset) -> MachineFeatures {
     let band = |b: assets::Band| features::Band::new(b.low_hz, b.high_hz);
     let default = MachineFeatures::default();
-    let bearing = asset.bearing.zip(asset.shaft_hz()).map(|(b, shaft_hz)| features::Bearing {
-        shaft_hz,
-        orders: features::DefectOrders {
-            bpfo: b.orders.bpfo,
-            bpfi: b.orders.bpfi,
-            bsf: b.orders.bsf,
-            ftf: b.orders.ftf,
-        },
-    });
+    let bearing = asset
+        .bearing
+        .zip(asset.shaft_hz())
+        .map(|(b, shaft_hz)| features::Bearing { shaft_hz, orders: b.orders });
     MachineFeatures {
         velocity_band: band(assets::velocity_band(Some(asset))),
         bearing,
