@@ -118,7 +118,7 @@ fn frame_params(config: &Config) -> FrameParams {
 
 /// A machine's feature parameters from its asset entry: its velocity band; its bearing when the
 /// entry gives both bearing and rpm; its envelope band (else the extractor's default) and method.
-fn machine_features(asset: &MachineAsset) -> MachineFeatures {
+pub fn machine_features(asset: &MachineAsset) -> MachineFeatures {
     let band = |b: assets::Band| features::Band::new(b.low_hz, b.high_hz);
     let default = MachineFeatures::default();
     let bearing = asset
