@@ -203,6 +203,7 @@ async fn bench(
         decider: linegate::decide::Decider::new(&config).snapshot(),
         offsets: Default::default(),
         rule_version: String::new(),
+        rule_versions: Vec::new(),
     }
     .encode();
     // Per alert: total latency, the part up to the forwarder's wake-up (ingest commit, decide,

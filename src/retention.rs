@@ -156,7 +156,9 @@ pub fn enforce(
             return Ok(None);
         }
     }
-    let keep_ms = config.rule.window_ms.saturating_add(config.time.allowed_lateness_ms);
+    // The longest window of any rule: every rule's evidence is protected.
+    let window_ms = config.rules().map(|r| r.window_ms).max().unwrap_or(config.rule.window_ms);
+    let keep_ms = window_ms.saturating_add(config.time.allowed_lateness_ms);
     let evidence = Evidence::new(&archived_alerts(&s)?, &telemetry.watermarks(), keep_ms);
     let protect =
         |m: &str, sensor: &str, from: i64, to: i64| evidence.protects(m, sensor, from, to);

@@ -71,6 +71,10 @@ fn check_config_accepts_the_examples_and_names_a_missing_trace() {
         let stdout = check(&config_dir().join(name)).success();
         assert!(stdout.contains("source[0]: trace"), "{name}: {stdout}");
     }
+    for path in example_files() {
+        let out = check(&path);
+        assert!(out.ok(), "{}: {out:?}", path.display());
+    }
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(
@@ -124,4 +128,35 @@ fn check_config_shows_assets_zones_and_warnings_and_refuses_a_slow_sensor() {
         "{}",
         out.stderr
     );
+}
+
+/// The examples of several rules (`[[rule]]`): `check-config` prints one line per rule, each with
+/// its version, and the zone each machine's class gives each rule.
+#[test]
+fn check_config_prints_every_rule_of_the_several_rule_examples() {
+    let check = |name: &str| {
+        run(linegate(&["check-config"]).arg(config_dir().join(name)).current_dir(root())).success()
+    };
+    let severity = check("iso-severity.toml");
+    for want in [
+        "rule severity-warning: velocity_rms >= zone-C (ISO 20816-3, per machine) (3 in 2 min",
+        "rule severity-alarm: velocity_rms >= zone-D (ISO 20816-3, per machine) (3 in 2 min",
+        "    severity-warning: threshold zone-C = 2.8 mm/s",
+        "    severity-alarm: threshold zone-D = 11 mm/s",
+    ] {
+        assert!(severity.contains(want), "{want:?} missing in:\n{severity}");
+    }
+    let bearing = check("bearing.toml");
+    for want in ["rule inner-race: env_bpfi >= 4 (dimensionless)", "rule outer-race: env_bpfo"] {
+        assert!(bearing.contains(want), "{want:?} missing in:\n{bearing}");
+    }
+    for stdout in [&severity, &bearing] {
+        let versions: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("  rule "))
+            .filter_map(|l| l.rsplit_once("version ").map(|(_, v)| v))
+            .collect();
+        assert_eq!(versions.len(), 2, "{stdout}");
+        assert!(versions.iter().all(|v| v.len() == 16) && versions[0] != versions[1], "{stdout}");
+    }
 }

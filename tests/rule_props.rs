@@ -56,9 +56,9 @@ fn params(early: bool) -> Params {
 /// `also_max`: how many further events records list.
 fn params_listing(early: bool, also_max: u32) -> Params {
     let mut p = Params::defaults("gw-test");
-    p.also_max = also_max;
+    p.rule_mut().also_max = also_max;
     p.allowed_lateness_ms = 86_400_000; // every order is within allowed lateness
-    p.early = early;
+    p.rule_mut().early = early;
     p
 }
 
@@ -210,7 +210,7 @@ proptest! {
         load.seed = seed;
         let p = Params::defaults("gw-bench");
         // Per sensor at 1 event/s: ids younger than the horizon, high events within W behind it.
-        let per_sensor = (p.allowed_lateness_ms + p.window_ms + 60_000) / 1000;
+        let per_sensor = (p.allowed_lateness_ms + p.rule().window_ms + 60_000) / 1000;
         let limit = 20 * per_sensor as usize;
         let mut engine = Engine::new(p);
         let mut out = Vec::new();
@@ -286,4 +286,81 @@ fn regression_extension_takes_in_known_events_past_the_old_end() {
 #[test]
 fn regression_extension_with_a_false_gap_makes_two_incidents() {
     check_order(&[0, 10, 20, 135, 100]);
+}
+
+/// Several rules (docs/contracts.md section 4): events of two machines with an acceleration
+/// `value` of three levels and a `velocity_rms` feature of two, decided by three rules at once.
+fn leveled_events() -> impl Strategy<Value = (Vec<Event>, Vec<Event>)> {
+    let raw = (0..2usize, 0..2usize, 0i64..600_000, 0..3usize, prop::bool::weighted(0.5));
+    prop::collection::vec(raw, 1..50)
+        .prop_map(|raw| {
+            raw.into_iter()
+                .enumerate()
+                .map(|(i, (m, s, off, level, fast))| {
+                    let machine = ["press-7", "mill-2"][m];
+                    let ts = T0 + (off / 20_000) * 20_000;
+                    let mut e =
+                        event(machine, &format!("s{s}"), i as u64, ts, [0.1, 0.6, 0.9][level]);
+                    let v = if fast { 5.0 } else { 1.0 };
+                    let features = [(linegate::event::features::Feature::VelocityRms, v)];
+                    e.features = Some(Box::new(features.into_iter().collect()));
+                    e
+                })
+                .collect::<Vec<_>>()
+        })
+        .prop_flat_map(|evs| (Just(evs.clone()), Just(evs).prop_shuffle()))
+}
+
+/// Three rules: the default (>= 0.5 g, 3 in 2 min), `strong` (>= 0.8 g, 2 in 1 min) and
+/// `velocity` (the feature >= 4.5 mm/s, 3 in 3 min), with what each counts.
+fn three_rules() -> (Params, Vec<(String, Box<dyn Fn(&Event) -> bool>, i64, usize)>) {
+    use linegate::event::features::{Feature, MeasureUnit};
+    let mut p = params(false);
+    let mut strong = p.rule().clone();
+    (strong.name, strong.threshold, strong.window_ms, strong.count) =
+        ("strong".into(), 0.8, 60_000, 2);
+    let mut velocity = p.rule().clone();
+    (velocity.name, velocity.metric, velocity.unit, velocity.threshold) =
+        ("velocity".into(), Feature::VelocityRms, MeasureUnit::MmS, 4.5);
+    (velocity.window_ms, velocity.count) = (180_000, 3);
+    p.rules.extend([strong, velocity]);
+    let velocity_of = |e: &Event| e.features.as_ref().and_then(|f| f.get(Feature::VelocityRms));
+    let rules: Vec<(String, Box<dyn Fn(&Event) -> bool>, i64, usize)> = vec![
+        ("high-vibration".into(), Box::new(|e: &Event| e.value >= 0.5), 120_000, 3),
+        ("strong".into(), Box::new(|e: &Event| e.value >= 0.8), 60_000, 2),
+        ("velocity".into(), Box::new(move |e: &Event| velocity_of(e) >= Some(4.5)), 180_000, 3),
+    ];
+    (p, rules)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every rule of several decides, in any order, exactly the brute-force reference of that
+    /// rule alone over the same events, under alert ids of its own.
+    #[test]
+    fn several_rules_each_give_their_own_reference_incidents(
+        (evs, arrivals) in leveled_events(),
+    ) {
+        let (p, rules) = three_rules();
+        let out = run(p, &arrivals);
+        check_revisions(&out);
+        for (name, counts, w, n) in &rules {
+            let of_rule: Vec<_> = out.iter().filter(|r| &r.rule == name).cloned().collect();
+            let own_id = format!("/{name}/");
+            prop_assert!(of_rule.iter().all(|r| r.alert_id.contains(&own_id)));
+            let mut want = Vec::new();
+            for m in ["mill-2", "press-7"] {
+                let h: Vec<(i64, String)> = evs
+                    .iter()
+                    .filter(|e| e.machine == m && counts(e))
+                    .map(|e| (e.ts_ms, e.event_id.clone()))
+                    .collect();
+                want.extend(reference(m, &h, *w, *n));
+            }
+            want.sort();
+            prop_assert_eq!(final_incidents(&of_rule), want, "rule {}", name);
+        }
+        prop_assert_eq!(out.iter().filter(|r| !rules.iter().any(|x| x.0 == r.rule)).count(), 0);
+    }
 }

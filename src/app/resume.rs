@@ -66,11 +66,11 @@ pub(super) fn resume(
             outbox_pending,
         };
         let mut records = vec![LedgerRecord::new(SystemClock::new().now_ms(), entry)];
-        if let Some(from) = &stage.rule_changed {
-            let to = crate::config::rule_version::rule_version(config);
-            let from = from.clone();
-            tracing::warn!(%from, %to, "the rule changed since the checkpoint: the new rule decides from here on");
-            let entry = LedgerEntry::RuleChanged { from, to, journal_pos: s.checkpoint_pos() + 1 };
+        for change in &stage.rule_changes {
+            let (rule, from, to) = (change.rule.clone(), change.from.clone(), change.to.clone());
+            tracing::warn!(%rule, %from, %to, "the rule changed since the checkpoint: the new rule decides from here on");
+            let journal_pos = s.checkpoint_pos() + 1;
+            let entry = LedgerEntry::RuleChanged { from, to, journal_pos, rule: Some(rule) };
             records.push(LedgerRecord::new(SystemClock::new().now_ms(), entry));
         }
         s.append_ledger(&records)?;

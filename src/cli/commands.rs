@@ -414,27 +414,34 @@ pub(crate) fn check_config(path: &Path) -> Result<(), Error> {
     let c = Config::load(path)?;
     println!("{}: ok", path.display());
     println!("  gateway {}", c.gateway.id);
-    let unit = match (c.rule.threshold, c.rule.unit.as_str()) {
-        (linegate::config::Threshold::Zone(_), _) => "(ISO 20816-3, per machine)",
-        (_, "1") => "(dimensionless)",
-        (_, u) => u,
-    };
-    println!(
-        "  rule {}: {} >= {} {unit} ({} in {}), {} machine override(s), version {}",
-        c.rule.name,
-        c.rule.metric.as_str(),
-        c.rule.threshold,
-        c.rule.count,
-        linegate::timefmt::duration(c.rule.window_ms),
-        c.rule.machines.len(),
-        linegate::config::rule_version::rule_version(&c)
-    );
+    for rule in c.rules() {
+        let unit = match (rule.threshold, rule.unit.as_str()) {
+            (linegate::config::Threshold::Zone(_), _) => "(ISO 20816-3, per machine)",
+            (_, "1") => "(dimensionless)",
+            (_, u) => u,
+        };
+        println!(
+            "  rule {}: {} >= {} {unit} ({} in {}), {} machine override(s), version {}",
+            rule.name,
+            rule.metric.as_str(),
+            rule.threshold,
+            rule.count,
+            linegate::timefmt::duration(rule.window_ms),
+            rule.machines.len(),
+            linegate::config::rule_version::rule_version_of(&c, rule)
+        );
+    }
+    let several = !c.more_rules.is_empty();
     for (name, asset) in &c.machines {
         println!("  machine {name}: {}", asset.summary());
-        if let linegate::config::Threshold::Zone(_) = c.rule.threshold_for(name) {
-            match c.threshold_for(name) {
-                Some(t) => println!("    threshold {} = {t} mm/s", c.rule.threshold_for(name)),
-                None => println!("    threshold {}: no ISO class, never counts", c.rule.threshold),
+        for rule in c.rules() {
+            let t = rule.threshold_for(name);
+            if let linegate::config::Threshold::Zone(_) = t {
+                let of = if several { format!("{}: ", rule.name) } else { String::new() };
+                match c.rule_threshold_for(rule, name) {
+                    Some(mm_s) => println!("    {of}threshold {t} = {mm_s} mm/s"),
+                    None => println!("    {of}threshold {t}: no ISO class, never counts"),
+                }
             }
         }
     }

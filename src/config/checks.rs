@@ -1,4 +1,4 @@
-//! What cannot work, refused across sections (docs/contracts.md sections 4 and 12): the rule
+//! What cannot work, refused across sections (docs/contracts.md sections 4 and 12): each rule
 //! against the asset table and the sources' sample rates. Each refusal names the key to change
 //! and why; [`Config::warnings`] says what works only in part.
 //!
@@ -18,7 +18,7 @@
 use super::assets::{velocity_band, MachineAsset};
 use super::frequency::show_hz;
 use super::threshold::Threshold;
-use super::{Config, Ctx, Result, SourceConfig};
+use super::{Config, Ctx, Result, RuleConfig, SourceConfig};
 use crate::event::features::Quantity;
 use crate::event::Unit;
 
@@ -79,13 +79,16 @@ impl Config {
     /// resolved from its asset entry; `None` when a zone does not resolve (its events never
     /// count).
     pub fn threshold_for(&self, machine: &str) -> Option<f64> {
-        self.rule.threshold_for(machine).resolve(self.machines.get(machine))
+        self.rule_threshold_for(&self.rule, machine)
     }
 
-    /// What works only in part, for `check-config` to print: a zone threshold that resolves for
-    /// some machines only, an envelope rule that some machines cannot feed.
+    /// What works only in part, for `check-config` to print, rule by rule: a zone threshold
+    /// that resolves for some machines only, an envelope rule that some machines cannot feed.
     pub fn warnings(&self) -> Vec<String> {
-        let r = &self.rule;
+        self.rules().flat_map(|r| self.rule_warnings(r)).collect()
+    }
+
+    fn rule_warnings(&self, r: &RuleConfig) -> Vec<String> {
         let mut out = Vec::new();
         if let Threshold::Zone(_) = r.threshold {
             let own = |m: &str| r.machines.get(m).is_some_and(|o| o.threshold.is_some());
@@ -93,7 +96,7 @@ impl Config {
                 self.machines.iter().filter(|(m, _)| !own(m)).partition(|(_, a)| a.iso.is_some());
             let resolved: Vec<String> = with
                 .iter()
-                .filter_map(|(m, _)| Some(format!("{m} {} mm/s", self.threshold_for(m)?)))
+                .filter_map(|(m, _)| Some(format!("{m} {} mm/s", self.rule_threshold_for(r, m)?)))
                 .collect();
             let mut w = format!(
                 "rule {}: threshold {} resolves only for machines with iso_group and foundation \
@@ -138,27 +141,30 @@ fn list_or_none(items: &[String]) -> String {
 
 impl Ctx<'_> {
     /// The refusals of the module documentation, in that order.
+    /// Every rule's, rule by rule; errors name the rule's keys (`rule[1] (inner-race).machines.x`).
     pub(super) fn check_feasible(&self, c: &Config) -> Result<()> {
-        self.check_zone_overrides(c)?;
         let samplers = samplers(c);
-        if c.rule.metric.quantity() == Quantity::Velocity {
-            self.check_velocity_rates(c, &samplers)?;
-        }
-        if c.rule.metric.is_envelope() {
-            self.check_envelope_inputs(c, &samplers)?;
+        for r in c.rules() {
+            self.check_zone_overrides(c, r)?;
+            if r.metric.quantity() == Quantity::Velocity {
+                self.check_velocity_rates(c, r, &samplers)?;
+            }
+            if r.metric.is_envelope() {
+                self.check_envelope_inputs(c, r, &samplers)?;
+            }
         }
         self.check_envelope_bands(c, &samplers)
     }
 
-    fn check_zone_overrides(&self, c: &Config) -> Result<()> {
-        for (m, over) in &c.rule.machines {
-            let t = over.threshold.unwrap_or(c.rule.threshold);
+    fn check_zone_overrides(&self, c: &Config, r: &RuleConfig) -> Result<()> {
+        for (m, over) in &r.machines {
+            let t = over.threshold.unwrap_or(r.threshold);
             if t.resolve(c.machines.get(m)).is_some() {
                 continue;
             }
             let key = match over.threshold {
-                Some(_) => format!("rule.machines.{m}.threshold"),
-                None => format!("rule.machines.{m}"),
+                Some(_) => c.rule_key(r, &format!("machines.{m}.threshold")),
+                None => c.rule_key(r, &format!("machines.{m}")),
             };
             let how = match c.machines.get(m) {
                 None => format!("add [machines.{m}] with iso_group and foundation"),
@@ -175,7 +181,12 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn check_velocity_rates(&self, c: &Config, samplers: &[Sampler<'_>]) -> Result<()> {
+    fn check_velocity_rates(
+        &self,
+        c: &Config,
+        r: &RuleConfig,
+        samplers: &[Sampler<'_>],
+    ) -> Result<()> {
         for s in samplers {
             let band = velocity_band(c.machines.get(s.machine));
             let nyquist = s.rate_hz / 2.0;
@@ -192,8 +203,8 @@ impl Ctx<'_> {
                     show_hz(s.rate_hz),
                     show_hz(nyquist),
                     show_hz(band.high_hz),
-                    c.rule.name,
-                    c.rule.metric,
+                    r.name,
+                    r.metric,
                     s.faster
                 ),
             ));
@@ -201,8 +212,14 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn check_envelope_inputs(&self, c: &Config, samplers: &[Sampler<'_>]) -> Result<()> {
-        let named = c.rule.machines.keys().map(|m| (m.as_str(), format!("rule.machines.{m}")));
+    fn check_envelope_inputs(
+        &self,
+        c: &Config,
+        r: &RuleConfig,
+        samplers: &[Sampler<'_>],
+    ) -> Result<()> {
+        let named =
+            r.machines.keys().map(|m| (m.as_str(), c.rule_key(r, &format!("machines.{m}"))));
         let fed = samplers.iter().map(|s| (s.machine, s.machine_key.clone()));
         for (m, key) in fed.chain(named) {
             let missing = c.machines.get(m).map_or_else(
@@ -219,8 +236,8 @@ impl Ctx<'_> {
                 format!(
                     "rule {} reads {}, which machine {m} can give only with rpm, bearing and \
                      envelope_band in [machines.{m}]; missing: {}",
-                    c.rule.name,
-                    c.rule.metric,
+                    r.name,
+                    r.metric,
                     missing.join(", ")
                 ),
             ));

@@ -18,6 +18,7 @@ mod mqtt;
 mod raw;
 mod rule;
 pub mod rule_version;
+mod rules;
 mod size;
 mod source_bus;
 mod source_modbus;
@@ -47,7 +48,12 @@ pub use source_modbus::{ModbusSource, ModbusTransport, Parity, RtuPort};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub gateway: GatewayConfig,
+    /// The first rule: the one `[rule]`, or the first `[[rule]]` (`rules.rs`).
     pub rule: RuleConfig,
+    /// The further `[[rule]]` tables, in file order; every rule is [`Config::rules`].
+    pub more_rules: Vec<RuleConfig>,
+    /// The rules were written as `[[rule]]` tables (error keys then say `rule[1] (name)`).
+    pub rule_tables: bool,
     pub time: TimeConfig,
     pub store: StoreConfig,
     pub mqtt: MqttConfig,
@@ -332,7 +338,9 @@ impl Config {
     /// Parses and validates TOML `text`; `origin` (a file name) is used in error messages.
     pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let ctx = Ctx { origin };
-        let raw: RawConfig = ctx.deserialize(toml::Deserializer::new(text), "", Some(text))?;
+        let raw: RawConfig = ctx
+            .deserialize(toml::Deserializer::new(text), "", Some(text))
+            .map_err(|e| rules::name_rule_in_error(e, text))?;
         ctx.validate(raw)
     }
 
@@ -342,6 +350,8 @@ impl Config {
         Config {
             gateway: GatewayConfig { id: gateway_id.to_owned() },
             rule: RuleConfig::default(),
+            more_rules: Vec::new(),
+            rule_tables: false,
             time: TimeConfig::default(),
             store: StoreConfig::default(),
             mqtt: MqttConfig::default(),
@@ -406,9 +416,12 @@ impl Ctx<'_> {
             ));
         }
         let control = self.validate_control(raw.control.unwrap_or_default(), &store.path)?;
+        let (rule, more_rules, rule_tables) = self.validate_rules(raw.rule)?;
         let config = Config {
             gateway: self.validate_gateway(raw.gateway)?,
-            rule: self.validate_rule(raw.rule.unwrap_or_default())?,
+            rule,
+            more_rules,
+            rule_tables,
             time,
             store,
             mqtt: self.validate_mqtt(raw.mqtt.unwrap_or_default())?,
@@ -431,12 +444,15 @@ impl Ctx<'_> {
         Ok(GatewayConfig { id })
     }
 
-    fn validate_rule(&self, raw: RawRule) -> Result<RuleConfig> {
+    /// One rule's table; `key` names it in errors (`rule`, or `rule[1] (inner-race)` once the
+    /// name is known: `rules.rs`).
+    fn validate_rule(&self, raw: RawRule, key: &rules::RuleKey) -> Result<RuleConfig> {
         let d = RuleConfig::default();
         let name = raw.name.unwrap_or(d.name);
         if !is_identifier(&name) {
-            return Err(self.err("rule.name", not_identifier("rule name", &name)));
+            return Err(self.err(key.bare("name"), not_identifier("rule name", &name)));
         }
+        let k = |sub: &str| key.named(&name, sub);
         let metric = raw.metric.unwrap_or(d.metric);
         // Velocity is only ever in mm/s and the other features have no unit, so only an
         // acceleration's unit need be spelled out (default g).
@@ -452,46 +468,46 @@ impl Ctx<'_> {
                     unit.as_str()
                 ),
             };
-            return Err(self.err("rule.unit", why));
+            return Err(self.err(k("unit"), why));
         }
         let threshold = match &raw.threshold {
             None => d.threshold,
-            Some(v) => self.threshold("rule.threshold", v)?,
+            Some(v) => self.threshold(&k("threshold"), v)?,
         };
-        self.zone_needs_velocity("rule.threshold", threshold, metric)?;
-        let window_ms = self.duration("rule.window", raw.window.as_deref(), d.window_ms)?;
+        self.zone_needs_velocity(&k("threshold"), threshold, metric)?;
+        let window_ms = self.duration(&k("window"), raw.window.as_deref(), d.window_ms)?;
         if window_ms <= 0 {
-            return Err(self.err("rule.window", "must be longer than 0"));
+            return Err(self.err(k("window"), "must be longer than 0"));
         }
         let count = match raw.count {
             None => d.count,
             Some(c) => u32::try_from(c)
                 .ok()
                 .filter(|&c| c >= 1)
-                .ok_or_else(|| self.err("rule.count", format!("must be 1 or more, got {c}")))?,
+                .ok_or_else(|| self.err(k("count"), format!("must be 1 or more, got {c}")))?,
         };
         let count_quality = raw.count_quality.unwrap_or(d.count_quality);
         if count_quality.is_empty() {
-            return Err(self.err("rule.count_quality", "must list at least one quality"));
+            return Err(self.err(k("count_quality"), "must list at least one quality"));
         }
         let mut seen = BTreeSet::new();
         for (i, q) in count_quality.iter().enumerate() {
             if !seen.insert(*q) {
                 return Err(self.err(
-                    format!("rule.count_quality[{i}]"),
+                    k(&format!("count_quality[{i}]")),
                     format!("quality \"{}\" is listed twice", quality_name(*q)),
                 ));
             }
         }
         let count_clock = raw.count_clock.unwrap_or(d.count_clock);
         if count_clock.is_empty() {
-            return Err(self.err("rule.count_clock", "must list at least one clock state"));
+            return Err(self.err(k("count_clock"), "must list at least one clock state"));
         }
         let mut seen = BTreeSet::new();
         for (i, c) in count_clock.iter().enumerate() {
             if !seen.insert(c.distrust()) {
                 return Err(self.err(
-                    format!("rule.count_clock[{i}]"),
+                    k(&format!("count_clock[{i}]")),
                     format!("clock state \"{}\" is listed twice", c.as_str()),
                 ));
             }
@@ -499,12 +515,12 @@ impl Ctx<'_> {
         let also_max = match raw.also_max {
             None => d.also_max,
             Some(n) => u32::try_from(n).map_err(|_| {
-                self.err("rule.also_max", format!("must be between 0 and {}, got {n}", u32::MAX))
+                self.err(k("also_max"), format!("must be between 0 and {}, got {n}", u32::MAX))
             })?,
         };
         let mut machines = BTreeMap::new();
         for (machine, RawMachineRule { threshold }) in raw.machines.unwrap_or_default() {
-            let key = format!("rule.machines.{machine}");
+            let key = k(&format!("machines.{machine}"));
             if !is_identifier(&machine) {
                 return Err(self.err(key, not_identifier("machine name", &machine)));
             }

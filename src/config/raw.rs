@@ -15,7 +15,8 @@ use crate::event::{ClockState, Quality};
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     pub(super) gateway: Option<RawGateway>,
-    pub(super) rule: Option<RawRule>,
+    /// `[rule]` or `[[rule]]`.
+    pub(super) rule: Option<RawRules>,
     pub(super) time: Option<RawTime>,
     pub(super) store: Option<RawStore>,
     pub(super) mqtt: Option<RawMqtt>,
@@ -47,6 +48,40 @@ pub(super) struct RawRule {
     pub(super) also_max: Option<i64>,
     pub(super) early: Option<bool>,
     pub(super) machines: Option<BTreeMap<String, RawMachineRule>>,
+}
+
+/// The rules as written: one `[rule]` table, or `[[rule]]` tables (`super::rules`).
+#[derive(Debug)]
+pub(super) enum RawRules {
+    One(RawRule),
+    Many(Vec<RawRule>),
+}
+
+impl<'de> Deserialize<'de> for RawRules {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Tables;
+        impl<'de> serde::de::Visitor<'de> for Tables {
+            type Value = RawRules;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a [rule] table or [[rule]] tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawRules, A::Error> {
+                RawRule::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawRules::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawRules, A::Error> {
+                let mut rules = Vec::new();
+                while let Some(rule) = seq.next_element::<RawRule>()? {
+                    rules.push(rule);
+                }
+                Ok(RawRules::Many(rules))
+            }
+        }
+        d.deserialize_any(Tables)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Config, WatermarkBound};
+use super::{Config, RuleConfig, WatermarkBound};
 use crate::rule::watermark::BoundMode;
-use crate::rule::Params;
+use crate::rule::{Params, RuleParams};
 
 impl Params {
     /// The defaults of docs/contracts.md section 9 (as `config` defines them: one place, no
@@ -15,7 +15,7 @@ impl Params {
         Params::from_config(&Config::for_replay_defaults(gateway))
     }
 
-    /// The rule's parameters from a validated configuration.
+    /// The rules' parameters from a validated configuration.
     ///
     /// Thresholds are resolved here: a machine's override, or a zone boundary from its asset
     /// entry (docs/contracts.md section 4). A zone that does not resolve (a machine with no ISO
@@ -25,17 +25,6 @@ impl Params {
     /// alert records.
     pub fn from_config(c: &Config) -> Self {
         let t = &c.time;
-        let never = f64::INFINITY;
-        let threshold = c.rule.threshold.value().unwrap_or(never);
-        let named = c.rule.machines.iter().map(|(m, r)| (m, r.threshold.is_some()));
-        let listed = c.machines.keys().map(|m| (m, false));
-        let mut thresholds = BTreeMap::new();
-        for (m, overridden) in named.chain(listed) {
-            let own = c.threshold_for(m).unwrap_or(never);
-            if overridden || own != threshold {
-                thresholds.insert(m.clone(), own);
-            }
-        }
         let assets = c
             .machines
             .iter()
@@ -45,19 +34,8 @@ impl Params {
             .collect();
         Params {
             gateway: c.gateway.id.clone(),
-            rule_name: c.rule.name.clone(),
-            rule_version: super::rule_version::rule_version(c),
-            metric: c.rule.metric,
-            unit: c.rule.unit,
-            threshold,
-            thresholds,
+            rules: c.rules().map(|r| rule_params(c, r)).collect(),
             assets,
-            window_ms: c.rule.window_ms,
-            count: c.rule.count,
-            count_quality: c.rule.count_quality.clone(),
-            count_clock: c.rule.count_clock.clone(),
-            also_max: c.rule.also_max,
-            early: c.rule.early,
             bound: match t.watermark_bound {
                 WatermarkBound::Fixed(ms) => BoundMode::Fixed(ms),
                 WatermarkBound::Auto => BoundMode::Auto {
@@ -70,5 +48,34 @@ impl Params {
             idle_timeout_ms: t.idle_timeout_ms,
             max_future_ms: t.max_future_ms,
         }
+    }
+}
+
+/// One rule's parameters, its thresholds resolved per machine.
+fn rule_params(c: &Config, r: &RuleConfig) -> RuleParams {
+    let never = f64::INFINITY;
+    let threshold = r.threshold.value().unwrap_or(never);
+    let named = r.machines.iter().map(|(m, o)| (m, o.threshold.is_some()));
+    let listed = c.machines.keys().map(|m| (m, false));
+    let mut thresholds = BTreeMap::new();
+    for (m, overridden) in named.chain(listed) {
+        let own = c.rule_threshold_for(r, m).unwrap_or(never);
+        if overridden || own != threshold {
+            thresholds.insert(m.clone(), own);
+        }
+    }
+    RuleParams {
+        name: r.name.clone(),
+        version: super::rule_version::rule_version_of(c, r),
+        metric: r.metric,
+        unit: r.unit,
+        threshold,
+        thresholds,
+        window_ms: r.window_ms,
+        count: r.count,
+        count_quality: r.count_quality.clone(),
+        count_clock: r.count_clock.clone(),
+        also_max: r.also_max,
+        early: r.early,
     }
 }

@@ -1,5 +1,5 @@
-//! `rule_version` (docs/contracts.md section 6): a fingerprint of everything that decides, the
-//! `[rule]` section with its per-machine overrides, `[time]`, and the asset table's settings the
+//! `rule_version` (docs/contracts.md section 6): a fingerprint of everything that decides one
+//! rule, its `[rule]` (or `[[rule]]`) table with its per-machine overrides, `[time]`, and the asset table's settings the
 //! rule's measurement depends on, computed from the validated values, so that formatting, key
 //! order, comments and spelled-out defaults do not change it and any change of meaning does.
 //!
@@ -59,6 +59,10 @@
 //!   asset table existed, whatever the table holds (its tags reach the alert records, not the
 //!   decisions).
 //!
+//! Each rule of several (`[[rule]]`) has its own version, of the same form with its own table's
+//! lines and the asset lines its own metric needs: a rule's version is the one it would have
+//! alone in a configuration, so adding or removing another rule changes no version.
+//!
 //! The version is the xxh3-64 hash of that text as 16 lowercase hex digits. xxh3 and Rust's float
 //! formatting are defined bit for bit, so every platform computes the same version (the ARM
 //! builds replay the golden traces, whose records carry it, byte for byte).
@@ -67,12 +71,17 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::assets::{velocity_band, Band};
-use super::{Config, Threshold, WatermarkBound};
+use super::{Config, RuleConfig, Threshold, WatermarkBound};
 use crate::event::features::Quantity;
 
-/// The canonical text of `config`'s rule and time sections (see the module documentation).
+/// The canonical text of `config`'s first rule and time sections (see the module documentation).
 pub fn canonical(config: &Config) -> String {
-    let r = &config.rule;
+    canonical_of(config, &config.rule)
+}
+
+/// The canonical text of `rule` (one of `config`'s rules) and the time section.
+pub fn canonical_of(config: &Config, rule: &RuleConfig) -> String {
+    let r = rule;
     let t = &config.time;
     let mut out = String::new();
     let mut line = |k: &str, v: &dyn std::fmt::Display| {
@@ -112,13 +121,12 @@ pub fn canonical(config: &Config) -> String {
         line("time.auto_bound_max_ms", &t.auto_bound_max_ms);
         line("time.auto_bound_quantile", &number(t.auto_bound_quantile));
     }
-    asset_lines(config, &mut out);
+    asset_lines(config, r, &mut out);
     out
 }
 
-/// The asset table's lines (module documentation), appended to `out`.
-fn asset_lines(config: &Config, out: &mut String) {
-    let r = &config.rule;
+/// The asset table's lines (module documentation) for rule `r`, appended to `out`.
+fn asset_lines(config: &Config, r: &RuleConfig, out: &mut String) {
     let velocity = r.metric.quantity() == Quantity::Velocity;
     let envelope = r.metric.is_envelope();
     if !velocity && !envelope {
@@ -136,7 +144,7 @@ fn asset_lines(config: &Config, out: &mut String) {
                 line("velocity_band", &format!("{},{}", number(band.low_hz), number(band.high_hz)));
             }
             if matches!(r.threshold_for(m), Threshold::Zone(_)) {
-                if let Some(th) = config.threshold_for(m) {
+                if let Some(th) = config.rule_threshold_for(r, m) {
                     line("threshold", &number(th));
                 }
             }
@@ -169,9 +177,19 @@ fn number(x: f64) -> String {
     }
 }
 
-/// The rule version of `config`: xxh3-64 of [`canonical`], 16 hex digits.
+/// The rule version of `config`'s first rule: xxh3-64 of [`canonical`], 16 hex digits.
 pub fn rule_version(config: &Config) -> String {
-    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(canonical(config).as_bytes()))
+    rule_version_of(config, &config.rule)
+}
+
+/// The rule version of `rule`, one of `config`'s rules: xxh3-64 of [`canonical_of`].
+pub fn rule_version_of(config: &Config, rule: &RuleConfig) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(canonical_of(config, rule).as_bytes()))
+}
+
+/// Every rule's name and version, in configuration order.
+pub fn rule_versions(config: &Config) -> Vec<(String, String)> {
+    config.rules().map(|r| (r.name.clone(), rule_version_of(config, r))).collect()
 }
 
 #[cfg(test)]

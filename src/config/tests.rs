@@ -127,6 +127,8 @@ fn contract_example_parses_exactly() {
             early: false,
             machines,
         },
+        more_rules: Vec::new(),
+        rule_tables: false,
         time: TimeConfig {
             watermark_bound: WatermarkBound::Fixed(5_000),
             allowed_lateness_ms: 600_000,

@@ -21,6 +21,11 @@ pub struct CheckpointPayload {
     /// checkpoints written before it was kept).
     #[serde(default)]
     pub rule_version: String,
+    /// Every rule's name and `rule_version`, in configuration order, when there are several
+    /// (empty for one rule, whose version is `rule_version`, and in checkpoints written before
+    /// there were several).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rule_versions: Vec<(String, String)>,
 }
 
 /// One rejected record kept in quarantine (tree `state`, `q/` + id).
@@ -89,6 +94,7 @@ mod tests {
             decider: vec![1, 2],
             offsets: [(0, 77)].into(),
             rule_version: "v".into(),
+            rule_versions: Vec::new(),
         };
         assert_eq!(CheckpointPayload::decode(&p.encode()).unwrap(), p);
         let q = QuarantineEntry {
@@ -119,6 +125,7 @@ mod tests {
             decider: decider.clone(),
             offsets: [(1, 9)].into(),
             rule_version: String::new(),
+            rule_versions: Vec::new(),
         };
         let new = p.encode();
         assert!(new.windows(decider.len()).any(|w| w == decider.as_slice()));

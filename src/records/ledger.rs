@@ -124,8 +124,16 @@ pub enum LedgerEntry {
     Restart { checkpoint_pos: u64, journal_next: u64, outbox_pending: u64 },
     /// The process started with a rule (`[rule]`, `[time]`) other than the one its checkpoint was
     /// decided under: `from` and `to` are their `rule_version`s; the new rule decides from journal
-    /// record `journal_pos` on (docs/decisions/0057-a-rule-change-at-start-up.md).
-    RuleChanged { from: String, to: String, journal_pos: u64 },
+    /// record `journal_pos` on (docs/decisions/0057-a-rule-change-at-start-up.md). `rule` names
+    /// the rule (absent in records written before there were several rules); `from` is empty
+    /// for a rule added, `to` for a rule removed.
+    RuleChanged {
+        from: String,
+        to: String,
+        journal_pos: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
+    },
     /// The store could not be opened or a record did not decode: what was moved aside and lost,
     /// and what was copied from it into the fresh store (`salvage`; absent in records written
     /// before salvage existed, which lost everything).

@@ -193,6 +193,18 @@ impl IncidentBook {
         Ok(())
     }
 
+    /// The alert id of the incident a high event at `t` belongs to: the one it lies in
+    /// (`onset <= t < end`), else the first beginning within `window_ms` after it, of whose
+    /// evidence it is.
+    pub fn incident_of(&self, t: i64, window_ms: i64) -> Option<&str> {
+        let within = self.incidents.range(..=t).next_back().filter(|(_, i)| i.end > t);
+        let after = || {
+            let next = self.incidents.range(t.saturating_add(1)..).next();
+            next.filter(|(&onset, _)| onset.saturating_sub(window_ms) < t)
+        };
+        within.or_else(after).map(|(_, i)| i.alert_id.as_str())
+    }
+
     /// Events held by incidents: evidence and listed `also` (shared events once per incident).
     pub fn member_len(&self) -> usize {
         self.incidents.values().map(|i| i.evidence.len() + i.also.len()).sum()

@@ -35,14 +35,15 @@ use dedup::{Dedup, IdKey, Seen};
 use incidents::{Ctx, IncidentBook};
 use watermark::{BoundMode, SensorClock};
 
-/// What the rule needs to know, independent of where it came from (see `Params::from_config`).
+/// What one measurement rule needs to know (docs/contracts.md section 4), independent of where it
+/// came from (`config/rule.rs`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Params {
-    pub gateway: String,
-    pub rule_name: String,
+pub struct RuleParams {
+    /// The rule's configured name, written into its alert records and part of their ids.
+    pub name: String,
     /// The fingerprint of the rule and time sections (`crate::config::rule_version`), written
-    /// into every alert record.
-    pub rule_version: String,
+    /// into every alert record of the rule.
+    pub version: String,
     /// The measurement the rule reads (docs/contracts.md section 4): an event's `value` when its
     /// metric is this one, else `features[metric]`; an event without it never counts.
     pub metric: Feature,
@@ -53,9 +54,6 @@ pub struct Params {
     pub threshold: f64,
     /// Per-machine thresholds (overrides and resolved zones), `f64::INFINITY` as above.
     pub thresholds: BTreeMap<String, f64>,
-    /// Each machine's asset tags for its alert records (docs/contracts.md section 6); a machine
-    /// not listed has none (`{}`).
-    pub assets: BTreeMap<String, Arc<AssetTags>>,
     pub window_ms: i64,
     pub count: u32,
     pub count_quality: Vec<Quality>,
@@ -64,6 +62,19 @@ pub struct Params {
     /// `also` lists at most this many event IDs (docs/contracts.md section 4).
     pub also_max: u32,
     pub early: bool,
+}
+
+/// What the engine needs to know: the gateway, its rules (at least one; each decided on its own
+/// over the same accepted events), and what they share: the asset tags and the time settings
+/// (dedup, watermarks and lateness are one per gateway).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    pub gateway: String,
+    /// The measurement rules in configuration order; names are distinct.
+    pub rules: Vec<RuleParams>,
+    /// Each machine's asset tags for its alert records (docs/contracts.md section 6); a machine
+    /// not listed has none (`{}`).
+    pub assets: BTreeMap<String, Arc<AssetTags>>,
     pub bound: BoundMode,
     pub allowed_lateness_ms: i64,
     pub idle_timeout_ms: i64,
@@ -73,8 +84,9 @@ pub struct Params {
 /// What became of one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// `counted`: it counts for the rule (of the rule's metric, a counted quality and clock
-    /// state, at or above its machine's threshold) and joined the machine's incident book.
+    /// `counted`: it counts for a rule (of the rule's metric, a counted quality and clock
+    /// state, at or above its machine's threshold) and joined the machine's incident book of
+    /// that rule; which rules, and the incident it joined in each, [`Engine::counted_by`] says.
     Applied {
         counted: bool,
     },
@@ -87,9 +99,22 @@ pub enum Verdict {
     Rejected(Rejection),
 }
 
+/// How the event just decided stands with one rule ([`Engine::counted_by`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleCount {
+    /// The rule's index in [`Params::rules`].
+    pub rule: usize,
+    /// The alert id of the incident the event belongs to right after it was applied (as a
+    /// member, or as evidence of one that begins within the window after it); `None` while it
+    /// belongs to none.
+    pub incident: Option<String>,
+}
+
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Machine {
     name: String,
+    /// The first rule's threshold for this machine (kept in snapshots as it always was; the
+    /// parameters set it again on restore).
     threshold: f64,
     sensor_index: HashMap<String, u32>,
     sensors: Vec<SensorClock>,
@@ -97,7 +122,15 @@ struct Machine {
     idle: Vec<bool>,
     idle_count: usize,
     wm: i64,
+    /// The first rule's incident book.
     book: IncidentBook,
+    /// The incident books of the further rules, in the order of [`Params::rules`] (absent from
+    /// snapshots of one rule).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    more_books: Vec<IncidentBook>,
+    /// Each rule's threshold for this machine, from the parameters (not in snapshots).
+    #[serde(skip)]
+    thresholds: Vec<f64>,
     /// `name_hash` of the name and, by sensor index, of each sensor's name: the fingerprint's
     /// first two words, kept so that an event's fingerprint hashes no name (not in snapshots:
     /// [`Machine::rehash`] computes them on restore).
@@ -113,10 +146,27 @@ struct Machine {
     asset: Arc<AssetTags>,
 }
 
-impl Params {
+impl RuleParams {
     /// The threshold of machine `name` (`f64::INFINITY`: its events never count).
     fn threshold_of(&self, name: &str) -> f64 {
         self.thresholds.get(name).copied().unwrap_or(self.threshold)
+    }
+}
+
+impl Params {
+    /// The first rule: the one of a configuration with a single `[rule]`.
+    pub fn rule(&self) -> &RuleParams {
+        &self.rules[0]
+    }
+
+    /// The first rule, to change it (tests and benchmarks of one rule).
+    pub fn rule_mut(&mut self) -> &mut RuleParams {
+        &mut self.rules[0]
+    }
+
+    /// Each rule's threshold for machine `name`.
+    fn thresholds_of(&self, name: &str) -> Vec<f64> {
+        self.rules.iter().map(|r| r.threshold_of(name)).collect()
     }
 
     /// The asset tags of machine `name`.
@@ -136,8 +186,8 @@ struct Reader {
 }
 
 impl Reader {
-    fn of(p: &Params) -> Self {
-        Reader { metric: p.metric.metric(), feature: p.metric, quantity: p.metric.quantity() }
+    fn of(r: &RuleParams) -> Self {
+        Reader { metric: r.metric.metric(), feature: r.metric, quantity: r.metric.quantity() }
     }
 
     /// The event's measurement and its unit: its `value` when its metric is the rule's, else
@@ -161,7 +211,8 @@ impl Machine {
     /// The name hashes, from the names, and the parameters' threshold and asset tags (after a
     /// restore: a rule or asset change at start applies to the machines already known).
     fn rehash(&mut self, p: &Params) {
-        self.threshold = p.threshold_of(&self.name);
+        self.thresholds = p.thresholds_of(&self.name);
+        self.threshold = self.thresholds[0];
         self.asset = p.asset_of(&self.name);
         self.name_hash = name_hash(&self.name);
         self.sensor_hashes = vec![0; self.sensors.len()];
@@ -170,6 +221,11 @@ impl Machine {
             self.sensor_hashes[si as usize] = name_hash(sensor);
             self.sensor_names[si as usize] = Arc::from(sensor.as_str());
         }
+    }
+
+    /// Every rule's incident book, in rule order.
+    fn books(&self) -> impl Iterator<Item = &IncidentBook> {
+        std::iter::once(&self.book).chain(&self.more_books)
     }
 }
 
@@ -187,7 +243,10 @@ pub struct StateSize {
 #[derive(Debug, Clone)]
 pub struct Engine {
     p: Params,
-    reader: Reader,
+    /// How each rule reads an event, by rule index.
+    readers: Vec<Reader>,
+    /// How the event decided last stands with each rule that counted it.
+    counted_by: Vec<RuleCount>,
     now: i64,
     machines: Vec<Machine>,
     by_name: HashMap<String, u32>,
@@ -202,6 +261,8 @@ pub struct Engine {
 #[derive(serde::Serialize)]
 struct StateRef<'a> {
     now: i64,
+    /// The rules' names, in the order of the machines' books.
+    rules: Vec<&'a str>,
     machines: &'a [Machine],
     dedup: &'a Dedup,
     deadlines: &'a BinaryHeap<Reverse<(i64, u32, u32)>>,
@@ -212,6 +273,10 @@ struct StateRef<'a> {
 #[derive(serde::Deserialize)]
 struct State {
     now: i64,
+    /// Absent from snapshots written before there were several rules: one book, the first
+    /// rule's.
+    #[serde(default)]
+    rules: Vec<String>,
     machines: Vec<Machine>,
     dedup: Dedup,
     deadlines: BinaryHeap<Reverse<(i64, u32, u32)>>,
@@ -248,6 +313,14 @@ impl State {
             if !names.insert(m.name.as_str()) {
                 return Err(format!("machine {} twice", m.name));
             }
+            let rules = self.rules.len().max(1);
+            if m.more_books.len() + 1 != rules {
+                let books = m.more_books.len() + 1;
+                return Err(format!(
+                    "machine {}: {books} incident books for {rules} rules",
+                    m.name
+                ));
+            }
         }
         let sensors = |mi: u32| self.machines.get(mi as usize).map(|m| m.sensors.len());
         for Reverse((_, mi, si)) in &self.deadlines {
@@ -267,6 +340,7 @@ impl Engine {
     pub fn snapshot(&self) -> Vec<u8> {
         crate::records::snapshot::encode(&StateRef {
             now: self.now,
+            rules: self.p.rules.iter().map(|r| r.name.as_str()).collect(),
             machines: &self.machines,
             dedup: &self.dedup,
             deadlines: &self.deadlines,
@@ -279,18 +353,35 @@ impl Engine {
         p: Params,
         snapshot: &[u8],
     ) -> Result<Self, crate::records::snapshot::SnapshotError> {
+        let invalid = crate::records::snapshot::SnapshotError::invalid;
         let mut s: State = crate::records::snapshot::decode(snapshot)?;
-        for m in &s.machines {
-            m.book.check(p.window_ms).map_err(|e| {
-                crate::records::snapshot::SnapshotError::invalid(format!("machine {}: {e}", m.name))
-            })?;
+        s.check_indices().map_err(invalid)?;
+        let old: Vec<String> = match s.rules.is_empty() {
+            true => vec![p.rule().name.clone()],
+            false => std::mem::take(&mut s.rules),
+        };
+        let names: Vec<&str> = p.rules.iter().map(|r| r.name.as_str()).collect();
+        let from = continues_from(&old, &names);
+        for m in &mut s.machines {
+            let mut was: Vec<Option<IncidentBook>> = std::iter::once(std::mem::take(&mut m.book))
+                .chain(std::mem::take(&mut m.more_books))
+                .map(Some)
+                .collect();
+            let mut books = from.iter().map(|f| f.and_then(|j| was.get_mut(j)?.take()));
+            m.book = books.next().flatten().unwrap_or_default();
+            m.more_books = books.map(Option::unwrap_or_default).collect();
+            for (r, book) in m.books().enumerate() {
+                book.check(p.rules[r].window_ms).map_err(|e| {
+                    invalid(format!("machine {} rule {}: {e}", m.name, p.rules[r].name))
+                })?;
+            }
+            m.rehash(&p);
         }
-        s.check_indices().map_err(crate::records::snapshot::SnapshotError::invalid)?;
-        s.machines.iter_mut().for_each(|m| m.rehash(&p));
         let by_name =
             s.machines.iter().enumerate().map(|(i, m)| (m.name.clone(), i as u32)).collect();
         Ok(Engine {
-            reader: Reader::of(&p),
+            readers: p.rules.iter().map(Reader::of).collect(),
+            counted_by: Vec::new(),
             p,
             now: s.now,
             machines: s.machines,
@@ -303,7 +394,8 @@ impl Engine {
 
     pub fn new(p: Params) -> Self {
         Engine {
-            reader: Reader::of(&p),
+            readers: p.rules.iter().map(Reader::of).collect(),
+            counted_by: Vec::new(),
             p,
             now: i64::MIN,
             machines: Vec::new(),
@@ -355,20 +447,47 @@ impl Engine {
         StateSize {
             machines: self.machines.len(),
             sensors: self.machines.iter().map(|m| m.sensors.len()).sum(),
-            high_events: self.machines.iter().map(|m| m.book.high_len()).sum(),
-            incidents: self.machines.iter().map(|m| m.book.incidents().count()).sum(),
-            members: self.machines.iter().map(|m| m.book.member_len()).sum(),
+            high_events: self.books().map(IncidentBook::high_len).sum(),
+            incidents: self.books().map(|b| b.incidents().count()).sum(),
+            members: self.books().map(IncidentBook::member_len).sum(),
             dedup_ids: self.dedup.len(),
         }
     }
 
+    /// The size of rule `r`'s part of the state: high events, incidents and members over every
+    /// machine (the rest is shared by the rules).
+    pub fn rule_size(&self, r: usize) -> StateSize {
+        let books = || self.machines.iter().filter_map(move |m| m.books().nth(r));
+        StateSize {
+            machines: self.machines.len(),
+            sensors: self.machines.iter().map(|m| m.sensors.len()).sum(),
+            high_events: books().map(IncidentBook::high_len).sum(),
+            incidents: books().map(|b| b.incidents().count()).sum(),
+            members: books().map(IncidentBook::member_len).sum(),
+            dedup_ids: self.dedup.len(),
+        }
+    }
+
+    fn books(&self) -> impl Iterator<Item = &IncidentBook> {
+        self.machines.iter().flat_map(Machine::books)
+    }
+
+    /// The rules that counted the event [`Engine::on_event`] decided last, in rule order, each
+    /// with the incident the event then belonged to (empty when it counted for none, and after
+    /// a tick).
+    pub fn counted_by(&self) -> &[RuleCount] {
+        &self.counted_by
+    }
+
     /// Ingest time passes with no record (a trace `tick`, or the daemon's timer).
     pub fn tick(&mut self, at: i64, out: &mut Vec<AlertRecord>) {
+        self.counted_by.clear();
         self.advance_to(at, out);
     }
 
     /// One event, validated by the parser, arriving at ingest time `at`.
     pub fn on_event(&mut self, at: i64, ev: &Event, out: &mut Vec<AlertRecord>) -> Verdict {
+        self.counted_by.clear();
         self.advance_to(at, out);
         let now = self.now;
         if ev.ts_ms > now.saturating_add(self.p.max_future_ms) {
@@ -424,16 +543,22 @@ impl Engine {
         let m = &self.machines[mi as usize];
         let late = ev.ts_ms < m.wm;
         let too_late = ev.ts_ms < m.wm.saturating_sub(self.p.allowed_lateness_ms);
-        let high = if too_late { None } else { self.is_high(mi, ev) };
-        let counted = high.is_some();
-        if let Some(reading) = high {
-            let m = &mut self.machines[mi as usize];
-            let ctx = ctx(&self.p, (&m.name, &m.asset), m.wm, now, Some(&ev.event_id), late);
+        let mut id_shared: Option<Arc<str>> = None;
+        for r in 0..self.p.rules.len() {
+            let Some(reading) = (!too_late).then(|| self.is_high(r, mi, ev)).flatten() else {
+                continue;
+            };
+            let (rule, m) = (&self.p.rules[r], &mut self.machines[mi as usize]);
+            let ctx = ctx(&self.p, rule, (&m.name, &m.asset), m.wm, now, Some(&ev.event_id), late);
             let sensor = m.sensor_names[si as usize].clone();
-            let id = Arc::from(ev.event_id.as_str());
+            let id = id_shared.get_or_insert_with(|| Arc::from(ev.event_id.as_str())).clone();
             let item = EvidenceItem::with_names(ev, reading, id, sensor);
-            m.book.add(item, &ctx, out);
+            let book = book_of(&mut m.book, &mut m.more_books, r);
+            book.add(item, &ctx, out);
+            let incident = book.incident_of(ev.ts_ms, rule.window_ms).map(str::to_owned);
+            self.counted_by.push(RuleCount { rule: r, incident });
         }
+        let counted = !self.counted_by.is_empty();
         self.observe(mi, si, ev, now);
         self.refresh(mi, Some(&ev.event_id), out);
         if !too_late {
@@ -453,10 +578,12 @@ impl Engine {
     /// A machine not seen before; `hash` is `name_hash(name)`.
     fn add_machine(&mut self, name: &str, hash: u64) -> u32 {
         let i = self.machines.len() as u32;
-        let threshold = self.p.threshold_of(name);
+        let thresholds = self.p.thresholds_of(name);
         self.machines.push(Machine {
             name: name.to_string(),
-            threshold,
+            threshold: thresholds[0],
+            more_books: vec![IncidentBook::default(); thresholds.len() - 1],
+            thresholds,
             sensor_index: HashMap::default(),
             sensors: Vec::new(),
             in_heap: Vec::new(),
@@ -473,16 +600,17 @@ impl Engine {
         i
     }
 
-    /// The measurement the rule read (value and unit, for the evidence), when the event counts:
-    /// it carries the rule's measurement, of a counted quality and clock state, at or above the
-    /// machine's threshold in the rule's unit.
-    fn is_high(&self, mi: u32, ev: &Event) -> Option<(f64, MeasureUnit)> {
-        let (value, unit) = self.reader.read(ev)?;
-        let counts = self.p.count_quality.contains(&ev.quality)
-            && self.p.count_clock.contains(&ev.clock.state)
+    /// The measurement rule `r` read (value and unit, for the evidence), when the event counts
+    /// for it: it carries the rule's measurement, of a counted quality and clock state, at or
+    /// above the machine's threshold in the rule's unit.
+    fn is_high(&self, r: usize, mi: u32, ev: &Event) -> Option<(f64, MeasureUnit)> {
+        let (value, unit) = self.readers[r].read(ev)?;
+        let rule = &self.p.rules[r];
+        let counts = rule.count_quality.contains(&ev.quality)
+            && rule.count_clock.contains(&ev.clock.state)
             && unit
-                .convert(value, self.p.unit)
-                .is_some_and(|v| v >= self.machines[mi as usize].threshold);
+                .convert(value, rule.unit)
+                .is_some_and(|v| v >= self.machines[mi as usize].thresholds[r]);
         counts.then_some((value, unit))
     }
 
@@ -528,8 +656,14 @@ impl Engine {
             return;
         }
         m.wm = wm;
-        let ctx = ctx(&self.p, (&m.name, &m.asset), wm, now, caused_by, false);
-        m.book.advance(&ctx, self.p.allowed_lateness_ms, out);
+        for (r, rule) in self.p.rules.iter().enumerate() {
+            let ctx = ctx(&self.p, rule, (&m.name, &m.asset), wm, now, caused_by, false);
+            book_of(&mut m.book, &mut m.more_books, r).advance(
+                &ctx,
+                self.p.allowed_lateness_ms,
+                out,
+            );
+        }
     }
 
     /// Moves ingest time forward to `at` and lets idleness move watermarks.
@@ -562,6 +696,37 @@ impl Engine {
     }
 }
 
+/// Rule `r`'s incident book of a machine, given its first book and the further ones (borrowed
+/// apart from the machine's names).
+fn book_of<'a>(
+    book: &'a mut IncidentBook,
+    more_books: &'a mut [IncidentBook],
+    r: usize,
+) -> &'a mut IncidentBook {
+    match r {
+        0 => book,
+        _ => &mut more_books[r - 1],
+    }
+}
+
+/// For each rule of `new`, the index in `old` (a snapshot's rule names) of the book it goes on
+/// from: the rule of the same name; for the first rule, when none has its name, the first of
+/// `old` unless that one is still configured under its name (a renamed or changed single rule
+/// goes on from the state decided so far, docs/decisions/0057-a-rule-change-at-start-up.md). A
+/// rule with no book starts empty, and a book of a rule no longer configured is dropped.
+pub fn continues_from<S: AsRef<str>>(old: &[String], new: &[S]) -> Vec<Option<usize>> {
+    let kept = |name: &str| new.iter().any(|r| r.as_ref() == name);
+    new.iter()
+        .map(AsRef::as_ref)
+        .enumerate()
+        .map(|(i, r)| match old.iter().position(|o| o == r) {
+            Some(j) => Some(j),
+            None if i == 0 && old.first().is_some_and(|o| !kept(o)) => Some(0),
+            None => None,
+        })
+        .collect()
+}
+
 /// Events before a machine's horizon (`watermark - allowed_lateness`) are too late.
 fn horizon_of(machines: &[Machine], allowed_lateness_ms: i64, m: u32) -> i64 {
     machines.get(m as usize).map_or(i64::MIN, |m| m.wm.saturating_sub(allowed_lateness_ms))
@@ -569,6 +734,7 @@ fn horizon_of(machines: &[Machine], allowed_lateness_ms: i64, m: u32) -> i64 {
 
 fn ctx<'a>(
     p: &'a Params,
+    rule: &'a RuleParams,
     (machine, asset): (&'a str, &'a Arc<AssetTags>),
     wm: i64,
     now: i64,
@@ -577,14 +743,14 @@ fn ctx<'a>(
 ) -> Ctx<'a> {
     Ctx {
         gateway: &p.gateway,
-        rule: &p.rule_name,
-        rule_version: &p.rule_version,
+        rule: &rule.name,
+        rule_version: &rule.version,
         machine,
         asset,
-        window_ms: p.window_ms,
-        count: p.count as usize,
-        also_max: p.also_max as usize,
-        early: p.early,
+        window_ms: rule.window_ms,
+        count: rule.count as usize,
+        also_max: rule.also_max as usize,
+        early: rule.early,
         wm,
         now,
         caused_by,

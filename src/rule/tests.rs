@@ -33,7 +33,14 @@ fn with(mut e: Event, list: &[(Feature, f64)]) -> Event {
 
 fn params(metric: Feature, unit: MeasureUnit, threshold: f64) -> Params {
     let mut p = Params::defaults("gw");
-    (p.metric, p.unit, p.threshold) = (metric, unit, threshold);
+    let r = p.rule_mut();
+    (r.metric, r.unit, r.threshold) = (metric, unit, threshold);
+    p
+}
+
+/// `p` with its first rule early.
+fn early(mut p: Params) -> Params {
+    p.rule_mut().early = true;
     p
 }
 
@@ -50,8 +57,9 @@ fn counted(engine: &mut Engine, events: &[Event]) -> Vec<bool> {
 }
 
 /// The evidence values and units of the first alert of three events of press-7 that count.
-fn evidence(p: Params, e: impl Fn(u64) -> Event) -> Vec<(f64, &'static str)> {
-    let mut engine = Engine::new(Params { early: true, ..p });
+fn evidence(mut p: Params, e: impl Fn(u64) -> Event) -> Vec<(f64, &'static str)> {
+    p.rule_mut().early = true;
+    let mut engine = Engine::new(p);
     let mut out = Vec::new();
     for seq in 1..=3 {
         engine.on_event(T0 + 100_000, &e(seq), &mut out);
@@ -112,7 +120,8 @@ fn the_evidence_shows_the_measurement_the_rule_read() {
 #[test]
 fn an_infinite_threshold_never_counts_and_machines_have_their_own() {
     let mut p = params(Feature::VelocityRms, MeasureUnit::MmS, f64::INFINITY);
-    p.thresholds = BTreeMap::from([("press-7".to_owned(), 2.8), ("mill-2".to_owned(), 4.5)]);
+    p.rule_mut().thresholds =
+        BTreeMap::from([("press-7".to_owned(), 2.8), ("mill-2".to_owned(), 4.5)]);
     let mut engine = Engine::new(p);
     let v = |m: &str, seq, value| event(m, seq, Metric::VelocityRms, value, Unit::MmS);
     let got = counted(
@@ -124,7 +133,7 @@ fn an_infinite_threshold_never_counts_and_machines_have_their_own() {
 
 #[test]
 fn alert_records_carry_the_machines_asset_tags_after_the_rule_version() {
-    let mut p = Params { early: true, ..Params::defaults("gw") };
+    let mut p = early(Params::defaults("gw"));
     let tags = AssetTags::new(vec![("line".into(), "L3".into()), ("iso_group".into(), 2.into())]);
     p.assets.insert("press-7".into(), Arc::new(tags));
     let mut engine = Engine::new(p);
@@ -135,7 +144,7 @@ fn alert_records_carry_the_machines_asset_tags_after_the_rule_version() {
         }
     }
     let json: Vec<String> = out.iter().map(|r| serde_json::to_string(r).unwrap()).collect();
-    let version = format!("\"rule_version\":\"{}\"", engine.params().rule_version);
+    let version = format!("\"rule_version\":\"{}\"", engine.params().rule().version);
     assert!(
         json[0].contains(&format!(
             "{version},\"asset\":{{\"line\":\"L3\",\"iso_group\":2}},\"onset_ms\""
@@ -155,7 +164,7 @@ fn alert_records_carry_the_machines_asset_tags_after_the_rule_version() {
 
 #[test]
 fn a_restore_applies_the_new_thresholds_and_tags_to_known_machines() {
-    let p = Params { early: true, ..Params::defaults("gw") };
+    let p = early(Params::defaults("gw"));
     let mut engine = Engine::new(p.clone());
     let mut out = Vec::new();
     let e = |seq, value| event("press-7", seq, Metric::AccelRms, value, Unit::G);
@@ -166,7 +175,7 @@ fn a_restore_applies_the_new_thresholds_and_tags_to_known_machines() {
     assert_eq!(counted(&mut same, &[e(2, 0.6)]), [true]);
     // A higher threshold and tags for the machine: both apply from the restore on.
     let mut changed = p;
-    changed.thresholds.insert("press-7".into(), 0.7);
+    changed.rule_mut().thresholds.insert("press-7".into(), 0.7);
     let tags = AssetTags::new(vec![("line".into(), "L4".into())]);
     changed.assets.insert("press-7".into(), Arc::new(tags.clone()));
     let mut engine = Engine::restore(changed, &snapshot).unwrap();
@@ -177,4 +186,124 @@ fn a_restore_applies_the_new_thresholds_and_tags_to_known_machines() {
     }
     assert_eq!(out.len(), 1, "the early alert of 0.6 (before), 0.8 and 0.8");
     assert!(out.iter().all(|r| *r.asset == tags), "{out:?}");
+}
+
+/// A second rule: `velocity` over the `velocity_rms` feature, two events at or above 4.5 mm/s
+/// within a minute.
+fn velocity_rule() -> RuleParams {
+    let mut r = Params::defaults("gw").rules.remove(0);
+    (r.name, r.version) = ("velocity".into(), "v2".into());
+    (r.metric, r.unit, r.threshold) = (Feature::VelocityRms, MeasureUnit::MmS, 4.5);
+    (r.count, r.window_ms) = (2, 60_000);
+    r
+}
+
+/// Events of press-7, one a second: acceleration `accel[i]` g, velocity `velocity[i]` mm/s.
+fn both(accel: &[f64], velocity: &[f64]) -> Vec<Event> {
+    let ev = |(i, (&a, &v)): (usize, (&f64, &f64))| {
+        with(
+            event("press-7", i as u64 + 1, Metric::AccelRms, a, Unit::G),
+            &[(Feature::VelocityRms, v)],
+        )
+    };
+    accel.iter().zip(velocity).enumerate().map(ev).collect()
+}
+
+/// Every record of `events` (then every sensor idle), one ingest time per event.
+fn records(p: &Params, events: &[Event]) -> Vec<AlertRecord> {
+    let mut engine = Engine::new(p.clone());
+    let mut out = Vec::new();
+    for e in events {
+        engine.on_event(e.ts_ms + 50, e, &mut out);
+    }
+    engine.tick(T0 + 10_000_000, &mut out);
+    out
+}
+
+#[test]
+fn each_rule_decides_as_it_would_alone_with_its_own_ids() {
+    let accel = [0.9, 0.9, 0.1, 0.9, 0.1, 0.1, 0.1, 0.1];
+    let velocity = [1.0, 5.0, 6.0, 1.0, 1.0, 7.0, 8.0, 1.0];
+    let events = both(&accel, &velocity);
+    let mut two = Params::defaults("gw");
+    two.rules.push(velocity_rule());
+    let alone_first = Params::defaults("gw");
+    let mut alone_second = Params::defaults("gw");
+    alone_second.rules = vec![velocity_rule()];
+    let all = records(&two, &events);
+    let of = |rule: &str| -> Vec<AlertRecord> {
+        all.iter().filter(|r| r.rule == rule).cloned().collect()
+    };
+    assert_eq!(of("high-vibration"), records(&alone_first, &events));
+    assert_eq!(of("velocity"), records(&alone_second, &events));
+    let ids: BTreeSet<&str> = all.iter().map(|r| r.alert_id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "an incident of each rule: {ids:?}");
+    assert!(ids.contains(&"gw/velocity/press-7/1700000003000"), "{ids:?}");
+    assert!(ids.contains(&"gw/high-vibration/press-7/1700000004000"), "{ids:?}");
+}
+
+#[test]
+fn the_engine_says_which_rules_counted_an_event_and_in_which_incident() {
+    let mut p = Params::defaults("gw");
+    p.rules.push(velocity_rule());
+    let mut engine = Engine::new(p);
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for e in both(&[0.9, 0.1, 0.9], &[5.0, 6.0, 1.0]) {
+        let verdict = engine.on_event(T0 + 100_000, &e, &mut out);
+        let by: Vec<(usize, Option<String>)> =
+            engine.counted_by().iter().map(|c| (c.rule, c.incident.clone())).collect();
+        seen.push((verdict, by));
+    }
+    let incident = Some("gw/velocity/press-7/1700000002000".to_owned());
+    assert_eq!(
+        seen,
+        [
+            (Verdict::Applied { counted: true }, vec![(0, None), (1, None)]),
+            (Verdict::Applied { counted: true }, vec![(1, incident)]),
+            (Verdict::Applied { counted: true }, vec![(0, None)]),
+        ]
+    );
+    engine.tick(T0 + 200_000, &mut out);
+    assert!(engine.counted_by().is_empty());
+}
+
+#[test]
+fn a_restore_gives_each_rule_its_own_book_by_name() {
+    let mut two = Params::defaults("gw");
+    two.rules.push(velocity_rule());
+    let mut engine = Engine::new(two.clone());
+    let mut out = Vec::new();
+    for e in both(&[0.9, 0.9], &[5.0, 1.0]) {
+        engine.on_event(T0 + 100_000, &e, &mut out);
+    }
+    let snapshot = engine.snapshot();
+    // The rules in the other order, and a third: each goes on from its own events.
+    let mut swapped = two.clone();
+    swapped.rules.reverse();
+    let mut third = velocity_rule();
+    third.name = "velocity-2".into();
+    swapped.rules.push(third);
+    let mut engine = Engine::restore(swapped, &snapshot).unwrap();
+    let mut out = Vec::new();
+    for e in both(&[0.9, 0.9], &[5.0, 5.0]).iter().skip(1).map(|e| {
+        let mut e = e.clone();
+        (e.seq, e.ts_ms, e.event_id) =
+            (e.seq + 2, e.ts_ms + 2_000, format!("press-7.s1.{}", e.seq + 2));
+        e
+    }) {
+        engine.on_event(T0 + 100_000, &e, &mut out);
+    }
+    engine.tick(T0 + 10_000_000, &mut out);
+    let opened: BTreeMap<&str, usize> = out
+        .iter()
+        .filter(|r| r.kind == alert::AlertKind::Open)
+        .map(|r| (r.rule.as_str(), r.evidence.len()))
+        .collect();
+    // high-vibration: two events before, one after; velocity: one before, one after; the new
+    // rule saw only the event after.
+    assert_eq!(opened, BTreeMap::from([("high-vibration", 3), ("velocity", 2)]));
+    // A snapshot of one rule restores under two: the first rule goes on, the second starts.
+    let one = Engine::new(Params::defaults("gw")).snapshot();
+    assert!(Engine::restore(two, &one).is_ok());
 }

@@ -51,10 +51,15 @@ const FEATURES: [&str; 9] = [
 const CLOCKS: [&str; 5] = ["synced", "holdover", "unknown", "unsynced", "stepped"];
 
 /// What decides, read from a configuration file with `toml` and `humantime` (the defaults are
-/// those docs/contracts.md section 9 documents).
+/// those docs/contracts.md section 9 documents): the one `[rule]`, or the first `[[rule]]` with
+/// the others in `others`, each decided on its own over the same applied events (section 4).
 #[derive(Debug, Clone)]
 pub struct Rules {
     pub gateway: String,
+    /// The rule's name (`high-vibration` by default).
+    pub name: String,
+    /// The further `[[rule]]` tables, each as a `Rules` of its own (with no `others`).
+    pub others: Vec<Rules>,
     pub metric: String,
     pub unit: String,
     pub threshold: f64,
@@ -77,9 +82,28 @@ impl Rules {
         let text = std::fs::read_to_string(path).unwrap();
         let doc: toml::Table =
             toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let tables: Vec<toml::Table> = match doc.get("rule") {
+            Some(toml::Value::Array(a)) => {
+                a.iter().map(|t| t.as_table().unwrap().clone()).collect()
+            }
+            Some(t) => vec![t.as_table().unwrap().clone()],
+            None => vec![toml::Table::new()],
+        };
+        let mut rules = tables.iter().map(|t| Rules::of_table(path, &doc, t));
+        let first = rules.next().unwrap();
+        Rules { others: rules.collect(), ..first }
+    }
+
+    /// Every rule: this one, then `others`.
+    pub fn all(&self) -> impl Iterator<Item = &Rules> {
+        std::iter::once(self).chain(&self.others)
+    }
+
+    /// One rule's table of configuration `doc` (at `path`).
+    fn of_table(path: &Path, doc: &toml::Table, rule: &toml::Table) -> Rules {
+        let rule = rule.clone();
         let section = |name: &str| doc.get(name).and_then(|v| v.as_table()).cloned();
-        let (rule, time) =
-            (section("rule").unwrap_or_default(), section("time").unwrap_or_default());
+        let time = section("time").unwrap_or_default();
         let dur = |t: &toml::Table, key: &str, default: Option<&str>| -> i64 {
             let text = match t.get(key) {
                 Some(v) => v.as_str().unwrap_or_else(|| panic!("{key}: not a string")).to_string(),
@@ -156,6 +180,8 @@ impl Rules {
         };
         Rules {
             gateway: doc["gateway"]["id"].as_str().unwrap().to_string(),
+            name: rule.get("name").map_or("high-vibration", |n| n.as_str().unwrap()).to_string(),
+            others: Vec::new(),
             threshold: number(default_threshold).unwrap_or(f64::INFINITY),
             metric,
             unit,
@@ -228,22 +254,35 @@ pub struct Counts {
 /// A trace's applied high events per machine, as `(ts_ms, event_id)`, and its counts.
 #[derive(Debug, Default)]
 pub struct Applied {
+    /// The first rule's.
     pub high: BTreeMap<String, Vec<(i64, String)>>,
+    /// Each further rule's (`Rules::others`), in their order.
+    pub others: Vec<BTreeMap<String, Vec<(i64, String)>>>,
     pub counts: Counts,
 }
 
 impl Applied {
-    /// The contract's final incidents over the high events, as alert records list them.
+    /// The contract's final incidents of the first rule over its high events, as alert records
+    /// list them.
     pub fn incidents(&self, rules: &Rules) -> Vec<FinalIncident> {
-        let mut out: Vec<FinalIncident> = self
-            .high
-            .iter()
-            .flat_map(|(m, h)| reference(m, h, rules.window_ms, rules.count))
-            .map(|i| i.listing(rules.also_max))
-            .collect();
-        out.sort();
-        out
+        incidents_of(&self.high, rules)
     }
+
+    /// Every rule's name and final incidents, in rule order.
+    pub fn rule_incidents(&self, rules: &Rules) -> Vec<(String, Vec<FinalIncident>)> {
+        let highs = std::iter::once(&self.high).chain(&self.others);
+        rules.all().zip(highs).map(|(r, h)| (r.name.clone(), incidents_of(h, r))).collect()
+    }
+}
+
+fn incidents_of(high: &BTreeMap<String, Vec<(i64, String)>>, rules: &Rules) -> Vec<FinalIncident> {
+    let mut out: Vec<FinalIncident> = high
+        .iter()
+        .flat_map(|(m, h)| reference(m, h, rules.window_ms, rules.count))
+        .map(|i| i.listing(rules.also_max))
+        .collect();
+    out.sort();
+    out
 }
 
 /// One event as the rule sees it (a schema-2 event upcast to its value).
@@ -407,8 +446,17 @@ impl Model {
         self.out.counts.accepted += 1;
         if too_late {
             self.out.counts.too_late += 1;
-        } else if self.rules.is_high(&e, line) {
-            self.out.high.entry(e.machine.clone()).or_default().push((e.ts, e.id));
+        } else {
+            self.out.others.resize_with(self.rules.others.len(), BTreeMap::new);
+            for (i, r) in self.rules.others.iter().enumerate() {
+                if r.is_high(&e, line) {
+                    let machine = self.out.others[i].entry(e.machine.clone()).or_default();
+                    machine.push((e.ts, e.id.clone()));
+                }
+            }
+            if self.rules.is_high(&e, line) {
+                self.out.high.entry(e.machine.clone()).or_default().push((e.ts, e.id));
+            }
         }
     }
 

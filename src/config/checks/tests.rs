@@ -141,11 +141,11 @@ fn zone_thresholds_are_for_velocity_and_resolve_per_machine() {
     assert_eq!(c.threshold_for("belt"), Some(2.0)); // its own number
     assert_eq!(c.threshold_for("other"), None);
     let p = Params::from_config(&c);
-    assert_eq!(p.threshold, f64::INFINITY, "a machine outside the table never counts");
-    assert_eq!(p.thresholds["press-7"], 4.5);
-    assert_eq!(p.thresholds["fan-1"], 7.1);
-    assert_eq!(p.thresholds["belt"], 2.0);
-    assert_eq!(p.thresholds.len(), 3);
+    assert_eq!(p.rule().threshold, f64::INFINITY, "a machine outside the table never counts");
+    assert_eq!(p.rule().thresholds["press-7"], 4.5);
+    assert_eq!(p.rule().thresholds["fan-1"], 7.1);
+    assert_eq!(p.rule().thresholds["belt"], 2.0);
+    assert_eq!(p.rule().thresholds.len(), 3);
     let w = c.warnings();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("threshold zone-C resolves only for machines"), "{}", w[0]);
@@ -158,9 +158,9 @@ fn numeric_thresholds_and_accel_rules_give_no_warning_and_the_old_params() {
     let c = parse(&format!("{PRESS_7}[rule.machines.press-7]\nthreshold = 0.8\n")).unwrap();
     assert!(c.warnings().is_empty());
     let p = Params::from_config(&c);
-    assert_eq!(p.threshold, 0.5);
-    assert_eq!(p.thresholds.len(), 1);
-    assert_eq!(p.thresholds["press-7"], 0.8);
+    assert_eq!(p.rule().threshold, 0.5);
+    assert_eq!(p.rule().thresholds.len(), 1);
+    assert_eq!(p.rule().thresholds["press-7"], 0.8);
     let tags = serde_json::to_string(&*p.assets["press-7"]).unwrap();
     assert_eq!(tags, r#"{"iso_group":2,"foundation":"rigid"}"#);
 }

@@ -87,10 +87,12 @@ pub(crate) struct DecideStage {
     /// or after such a position declares the time the gateway was down (`gateway_down`).
     restarts: Vec<u64>,
     live_sources: std::collections::BTreeSet<u16>,
-    /// The rule this stage decides under, kept in every checkpoint.
+    /// The rule this stage decides under (the first, with several), kept in every checkpoint.
     rule_version: String,
-    /// The checkpoint's rule version when it differs from this one (`start` ledgers it).
-    pub(crate) rule_changed: Option<String>,
+    /// Every rule's name and version when there are several, kept in every checkpoint.
+    rule_versions: Vec<(String, String)>,
+    /// How the rules differ from the checkpoint's (`start` ledgers each).
+    pub(crate) rule_changes: Vec<RuleChange>,
     /// The duplicate memory's pages beside the checkpoint.
     dedup_pages: DedupPages,
     /// The last checkpoint's commit, while it runs on its own thread.
@@ -167,6 +169,45 @@ impl DedupPages {
     }
 }
 
+/// A rule that is not as the checkpoint was decided under: its name and its versions then and
+/// now (`from` empty: a rule added; `to` empty: a rule removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RuleChange {
+    pub rule: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// How `versions` (name, version of every rule now) differ from checkpoint `p`'s: each rule
+/// paired with the one whose state it goes on from (`crate::rule::continues_from`). A checkpoint
+/// written before versions were kept says nothing: adopted as is; one of a single rule names no
+/// rule, and is taken as the first rule's.
+fn changes_since(p: &CheckpointPayload, versions: &[(String, String)]) -> Vec<RuleChange> {
+    if p.rule_version.is_empty() {
+        return Vec::new();
+    }
+    let old = match p.rule_versions.is_empty() {
+        true => vec![(versions[0].0.clone(), p.rule_version.clone())],
+        false => p.rule_versions.clone(),
+    };
+    let old_names: Vec<String> = old.iter().map(|(n, _)| n.clone()).collect();
+    let new_names: Vec<&str> = versions.iter().map(|(n, _)| n.as_str()).collect();
+    let from = crate::rule::continues_from(&old_names, &new_names);
+    let mut out = Vec::new();
+    for ((name, to), from) in versions.iter().zip(&from) {
+        let was = from.map(|j| old[j].1.clone()).unwrap_or_default();
+        if was != *to {
+            out.push(RuleChange { rule: name.clone(), from: was, to: to.clone() });
+        }
+    }
+    for (j, (name, was)) in old.iter().enumerate() {
+        if !from.contains(&Some(j)) {
+            out.push(RuleChange { rule: name.clone(), from: was.clone(), to: String::new() });
+        }
+    }
+    out
+}
+
 /// At most this many batches of `commit_records` go into one checkpoint while the last
 /// checkpoint's commit runs ([`DecideStage::commit_busy`]).
 const MERGED_BATCHES: usize = 2;
@@ -196,18 +237,16 @@ impl DecideStage {
             )
         };
         let (positions, sensors, restarts, pages) = positions;
-        let rule_version = crate::config::rule_version::rule_version(config);
-        let mut rule_changed = None;
+        let versions = crate::config::rule_version::rule_versions(config);
+        let rule_version = versions[0].1.clone();
+        let mut rule_changes = Vec::new();
         let (mut decider, mut offsets, last_pos) = match cp {
             None => (Decider::new(config), BTreeMap::new(), 0),
             Some(cp) => {
                 let p = CheckpointPayload::decode(&cp.decider)
                     .map_err(|e| StageError::Checkpoint(e.to_string()))?;
                 let d = restore_decider(config, &p.decider, &pages)?;
-                // A checkpoint written before versions were kept says nothing: adopted as is.
-                if !p.rule_version.is_empty() && p.rule_version != rule_version {
-                    rule_changed = Some(p.rule_version);
-                }
+                rule_changes = changes_since(&p, &versions);
                 (d, p.offsets, cp.journal_pos)
             }
         };
@@ -252,7 +291,8 @@ impl DecideStage {
             sensors,
             restarts,
             rule_version,
-            rule_changed,
+            rule_versions: if versions.len() > 1 { versions } else { Vec::new() },
+            rule_changes,
             dedup_pages,
             in_flight: None,
             live_sources: config
@@ -474,6 +514,7 @@ impl DecideStage {
             decider: self.decider.snapshot(),
             offsets: self.offsets.clone(),
             rule_version: self.rule_version.clone(),
+            rule_versions: self.rule_versions.clone(),
         }
         .encode();
         let dedup =
@@ -687,5 +728,43 @@ mod tests {
         // The horizon passes the first page's entries only.
         let first_last = super::DEDUP_PAGE_ENTRIES as i64 - 1;
         assert_eq!(p.change(Vec::new(), &[first_last + 1]).remove, [0]);
+    }
+
+    /// Rule changes at a start pair each rule with the state it goes on from: by name, or the
+    /// first rule with a single rule's checkpoint.
+    #[test]
+    fn rule_changes_pair_rules_by_name() {
+        use super::{changes_since, RuleChange};
+        use crate::records::checkpoint::CheckpointPayload;
+        let cp = |version: &str, versions: &[(&str, &str)]| CheckpointPayload {
+            decider: Vec::new(),
+            offsets: Default::default(),
+            rule_version: version.into(),
+            rule_versions: versions.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        };
+        let now = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+        };
+        let change = |rule: &str, from: &str, to: &str| RuleChange {
+            rule: rule.into(),
+            from: from.into(),
+            to: to.into(),
+        };
+        // One rule, changed or not; a checkpoint without a version is adopted.
+        assert_eq!(changes_since(&cp("a1", &[]), &now(&[("a", "a1")])), []);
+        assert_eq!(changes_since(&cp("a1", &[]), &now(&[("b", "b1")])), [change("b", "a1", "b1")]);
+        assert_eq!(changes_since(&cp("", &[]), &now(&[("b", "b1")])), []);
+        // One rule to two: the first goes on, the second is added.
+        assert_eq!(
+            changes_since(&cp("a1", &[]), &now(&[("a", "a1"), ("c", "c1")])),
+            [change("c", "", "c1")]
+        );
+        // Two to two, reordered, one changed, one removed and one added.
+        let two = cp("a1", &[("a", "a1"), ("c", "c1")]);
+        assert_eq!(changes_since(&two, &now(&[("c", "c1"), ("a", "a1")])), []);
+        assert_eq!(
+            changes_since(&two, &now(&[("c", "c2"), ("d", "d1")])),
+            [change("c", "c1", "c2"), change("d", "", "d1"), change("a", "a1", "")]
+        );
     }
 }

@@ -126,10 +126,23 @@ impl LedgerEntry {
                 time(*from_ms),
                 time(*to_ms)
             ),
-            LedgerEntry::RuleChanged { from, to, journal_pos } => format!(
-                "rule changed from version {from} to {to}: the new rule decides from journal \
-                 record {journal_pos} on, on the state decided so far"
-            ),
+            LedgerEntry::RuleChanged { from, to, journal_pos, rule } => {
+                let name = rule.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
+                match (from.is_empty(), to.is_empty()) {
+                    (true, _) => format!(
+                        "rule{name} added, version {to}: it decides from journal record \
+                         {journal_pos} on, from no state"
+                    ),
+                    (_, true) => format!(
+                        "rule{name} removed (version {from}): it decides nothing from journal \
+                         record {journal_pos} on"
+                    ),
+                    _ => format!(
+                        "rule{name} changed from version {from} to {to}: the new rule decides \
+                         from journal record {journal_pos} on, on the state decided so far"
+                    ),
+                }
+            }
             LedgerEntry::Restart { checkpoint_pos, journal_next, outbox_pending } => format!(
                 "restart: checkpoint at journal record {checkpoint_pos}, next journal record \
                  {journal_next}, {outbox_pending} outbox record(s) pending"

@@ -154,6 +154,7 @@ fn duplicate_memory_pages_go_with_their_checkpoint() {
                 decider: crate::records::snapshot::encode(&1u8),
                 offsets: Default::default(),
                 rule_version: String::new(),
+                rule_versions: Vec::new(),
             };
             let change = crate::store::DedupChange { add: vec![(1, page.clone())], remove: vec![] };
             s.apply_checkpoint_with_dedup(1, &payload.encode(), &[event(1)], &[], &[], &change)
@@ -201,6 +202,7 @@ fn a_checkpoint_in_parts_is_kept_whole_or_not_at_all() {
             decider: crate::records::snapshot::encode(&numbers),
             offsets: Default::default(),
             rule_version: String::new(),
+            rule_versions: Vec::new(),
         };
         {
             let mut s = Store::open(&dir, opts.clone()).unwrap();
