@@ -6,7 +6,7 @@
 
 use crate::config::MachineAsset;
 use crate::decide::machine_features;
-use crate::features::{AccelUnit, Defect, Extractor, Indicator};
+use crate::features::{AccelUnit, Bearing, Defect, Extractor, Indicator};
 use crate::rule::alert::EvidenceItem;
 
 /// The defect an indicator's feature name points at (`env_bpfi`: the inner race).
@@ -57,8 +57,10 @@ pub fn evidence_lines(
             };
             let params = features.params(AccelUnit::G, rate);
             let computed = ex.extract(&frame, &params).ok();
-            match computed.and_then(|f| f.envelope).and_then(|env| env.get(defect).copied()) {
-                Some(i) => describe(&e.event_id, &i, e.value),
+            let indicator =
+                computed.and_then(|f| f.envelope).and_then(|env| env.get(defect).copied());
+            match indicator.zip(features.bearing) {
+                Some((i, bearing)) => describe(&e.event_id, &i, &bearing, e.value),
                 None => {
                     format!("  {}: no {} indicator for this frame", e.event_id, defect.feature())
                 }
@@ -67,18 +69,22 @@ pub fn evidence_lines(
         .collect()
 }
 
-/// `c-de.2: env_bpfi 13.2 = peak 0.524 at 162 Hz / floor 0.0397 (m/s²)², window 159-165 Hz`.
-fn describe(event_id: &str, i: &Indicator, event_value: f64) -> String {
+/// `c-de.2: env_bpfi 13.2 = peak 12.451 (m/s²)² at 162 Hz / floor 0.943 (m/s²)²; inner race
+/// 5.4152 × 29.95 Hz = 162.2 Hz; as the event`.
+fn describe(event_id: &str, i: &Indicator, bearing: &Bearing, event_value: f64) -> String {
+    let order = bearing.orders.each().into_iter().find(|(d, _)| *d == i.defect).map(|(_, o)| o);
     let same = if i.value == event_value { "as the event" } else { "NOT the event's value" };
     format!(
-        "  {event_id}: {} {:.1} = peak {:.3} (m/s²)² at {:.0} Hz / floor {:.3} (m/s²)² \
-         ({}: {:.1} Hz expected; {same})",
+        "  {event_id}: {} {:.1} = peak {:.3} (m/s²)² at {:.0} Hz / floor {:.3} (m/s²)²; {} {} × \
+         {:.2} Hz = {:.1} Hz; {same}",
         i.defect.feature(),
         i.value,
         i.peak,
         i.peak_hz,
         i.floor,
         i.defect.part(),
+        order.unwrap_or(f64::NAN),
+        bearing.shaft_hz,
         i.defect_hz,
     )
 }

@@ -3,8 +3,9 @@
 //!
 //! 1. A trace is made from `fixtures/traces/cwru.jsonl` and `inner_race.jsonl` beside it
 //!    ([`trace`]: two rounds of their opening recordings, 150 s of trace time apart) in a
-//!    temporary directory, with `cwru.toml`'s rule and `inner_race.toml`'s asset entry of the
-//!    third machine, `motor-c`.
+//!    temporary directory, with two rules: `cwru.toml`'s (`accel_rms`, 3 seconds at 0.5 g in 2
+//!    minutes) and `inner_race.toml`'s (`env_bpfi` at 5), and `inner_race.toml`'s asset entry of
+//!    the third machine, `motor-c` (the SKF 6205 at 1797 rpm).
 //! 2. An MQTT broker (rumqttd, [`broker`]) starts in this process on a free loopback port; the
 //!    gateway reaches it through a [`relay`] the demo can cut; an independent [`subscriber`]
 //!    (rumqttc, QoS 1) is connected to the broker directly and counts what arrives.
@@ -13,8 +14,9 @@
 //! 4. Before the second round the relay is cut: the forwarder loses the broker, the second
 //!    round's records wait in the outbox; the relay is restored, the backlog drains (events
 //!    flagged `"replayed": true`).
-//! 5. At the end: every alert explained (`linegate explain`), the reconcile report (`linegate
-//!    reconcile`), and what was accepted against what arrived ([`delivery`]).
+//! 5. At the end: every alert explained (`linegate explain`; for the `env_bpfi` rule's alerts
+//!    also the envelope peaks behind their evidence, [`envelope`]), the reconcile report
+//!    (`linegate reconcile`), and what was accepted against what arrived ([`delivery`]).
 //!
 //! Progress goes to standard error, one line a second and one per phase; the reports to
 //! standard output. The result is false when reconcile fails or something accepted did not
@@ -333,19 +335,27 @@ fn observed(inner: ForwardSlot) -> (ForwardSlot, Arc<Mutex<Option<SharedStore>>>
     (slot, cell)
 }
 
-/// The configuration: cwru.toml's rule and time, inner_race.toml's asset entry of `motor-c`, the
-/// store and trace in `dir`, the broker through the relay.
+/// The configuration: two rules, cwru.toml's (accel_rms) and inner_race.toml's (env_bpfi), as
+/// `[[rule]]` tables; cwru.toml's time; inner_race.toml's asset entry of `motor-c`; the store and
+/// trace in `dir`, the broker through the relay.
 fn demo_config(
     dir: &Path,
     trace: &Path,
     relay_port: u16,
     opts: &DemoOptions,
 ) -> Result<String, DemoError> {
-    let machine = table(INNER_RACE_TOML, BEARING_MACHINE).ok_or_else(|| {
-        DemoError::Setup(format!("fixtures/traces/inner_race.toml has no {BEARING_MACHINE}"))
-    })?;
+    let part = |text: &'static str, file: &str, header: &str| {
+        table(text, header).ok_or_else(|| {
+            DemoError::Setup(format!("fixtures/traces/{file} has no {header} table"))
+        })
+    };
+    let machine = part(INNER_RACE_TOML, "inner_race.toml", BEARING_MACHINE)?;
+    let bearing_rule = part(INNER_RACE_TOML, "inner_race.toml", "[rule]")?;
+    part(CWRU_TOML, "cwru.toml", "[rule]")?;
+    let cwru = CWRU_TOML.replacen("\n[rule]\n", "\n[[rule]]\n", 1);
+    let bearing_rule = bearing_rule.replacen("[rule]", "[[rule]]", 1);
     Ok(format!(
-        "{CWRU_TOML}\n{machine}\n\
+        "{cwru}\n{bearing_rule}\n\n{machine}\n\n\
          [store]\npath = {store:?}\ncommit_interval = \"20ms\"\n\n\
          [mqtt]\nhost = \"127.0.0.1\"\nport = {relay_port}\nprefix = \"{TOPIC_PREFIX}\"\n\
          keep_alive = \"5s\"\nreplay_rate = {rate}\n\n\
@@ -382,8 +392,7 @@ fn envelope_peaks(
     trace_lines: &[String],
     alert: &crate::rule::alert::AlertRecord,
 ) -> Vec<String> {
-    // The rule that decided the alert, by its name.
-    let metric = Some(&config.rule).filter(|r| r.name == alert.rule).map(|r| r.metric.as_str());
+    let metric = config.rule_named(&alert.rule).map(|r| r.metric.as_str());
     let (Some(defect), Some(asset)) =
         (metric.and_then(envelope::defect_of), config.machines.get(&alert.machine))
     else {
@@ -398,14 +407,17 @@ fn envelope_peaks(
 }
 
 /// The table of `text` that starts with the line `header`, up to the next table.
-fn table<'a>(text: &'a str, header: &str) -> Option<&'a str> {
+fn table(text: &str, header: &str) -> Option<String> {
     let start = match text.strip_prefix(header) {
         Some(_) => 0,
         None => text.find(&format!("\n{header}\n"))? + 1,
     };
     let rest = &text[start..];
     let end = rest[header.len()..].find("\n[").map_or(rest.len(), |i| header.len() + i + 1);
-    Some(rest[..end].trim_end())
+    // Comments and blank lines at its end belong to the next table.
+    let lines: Vec<&str> = rest[..end].lines().collect();
+    let keep = lines.iter().rposition(|l| !l.trim().is_empty() && !l.starts_with('#'))?;
+    Some(lines[..=keep].join("\n"))
 }
 
 /// Prints the alerts explained, the reconcile report and the delivery counts; true when all is
@@ -486,10 +498,11 @@ mod tests {
     #[test]
     fn a_table_is_cut_up_to_the_next() {
         let text = "[a]\nx = 1\n\n[machines.m]\nrpm = 1\n# next\n\n[time]\ny = 2\n";
-        assert_eq!(table(text, "[machines.m]"), Some("[machines.m]\nrpm = 1\n# next"));
-        assert_eq!(table(text, "[a]"), Some("[a]\nx = 1"));
-        assert_eq!(table(text, "[time]"), Some("[time]\ny = 2"));
-        assert_eq!(table(text, "[machines]"), None);
+        let cut = |header| table(text, header);
+        assert_eq!(cut("[machines.m]").as_deref(), Some("[machines.m]\nrpm = 1"));
+        assert_eq!(cut("[a]").as_deref(), Some("[a]\nx = 1"));
+        assert_eq!(cut("[time]").as_deref(), Some("[time]\ny = 2"));
+        assert_eq!(cut("[machines]"), None);
     }
 
     #[test]
@@ -500,6 +513,10 @@ mod tests {
             demo_config(dir.path(), &dir.path().join("t.jsonl"), 1883, &DemoOptions::quick());
         std::fs::write(&path, text.unwrap()).unwrap();
         let config = Config::load(&path).unwrap();
+        let rules: Vec<(&str, &str)> =
+            config.rules().map(|r| (r.name.as_str(), r.metric.as_str())).collect();
+        assert_eq!(rules, [("high-vibration", "accel_rms"), ("inner-race", "env_bpfi")]);
+        assert_eq!(config.rule_threshold_for(&config.rule, "motor-b"), Some(0.511));
         let asset = &config.machines["motor-c"];
         assert_eq!(asset.rpm, Some(1797.0));
         assert!(asset.envelope_missing().is_empty(), "{asset:?}");
