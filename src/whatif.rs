@@ -14,6 +14,8 @@ use crate::rule::alert::{AlertKind, AlertRecord};
 pub struct Incident {
     pub alert_id: String,
     pub machine: String,
+    /// The rule that decided it: incidents pair only within one rule.
+    pub rule: String,
     pub onset_ms: i64,
     /// Null while it is still open.
     pub end_ms: Option<i64>,
@@ -25,7 +27,10 @@ pub struct Incident {
 impl Incident {
     fn overlaps(&self, other: &Incident) -> bool {
         let end = |i: &Incident| i.end_ms.unwrap_or(i64::MAX);
-        self.machine == other.machine && self.onset_ms <= end(other) && other.onset_ms <= end(self)
+        self.machine == other.machine
+            && self.rule == other.rule
+            && self.onset_ms <= end(other)
+            && other.onset_ms <= end(self)
     }
 }
 
@@ -46,6 +51,7 @@ pub fn incidents<'a>(records: impl IntoIterator<Item = &'a AlertRecord>) -> Vec<
         .map(|(r, first)| Incident {
             alert_id: r.alert_id.clone(),
             machine: r.machine.clone(),
+            rule: r.rule.clone(),
             onset_ms: r.onset_ms,
             end_ms: r.end_ms,
             rule_version: r.rule_version.clone(),
@@ -86,8 +92,8 @@ impl Change {
     }
 }
 
-/// Pairs each incident of `before` with the first unpaired incident of `after` on the same
-/// machine whose time overlaps it (both in onset order); what is left unpaired was added or
+/// Pairs each incident of `before` with the first unpaired incident of `after` of the same rule
+/// on the same machine whose time overlaps it (both in onset order); what is left unpaired was added or
 /// removed. Sorted by machine and onset.
 pub fn diff(before: &[Incident], after: &[Incident]) -> Vec<Change> {
     let mut paired = vec![false; after.len()];
@@ -211,12 +217,22 @@ impl Report {
         };
         for c in &self.changes {
             match c {
-                Change::Added { incident: i } => {
-                    writeln!(out, "  + {}  added    {} (alert {})", i.machine, span(i), i.alert_id)?
-                }
-                Change::Removed { incident: i } => {
-                    writeln!(out, "  - {}  removed  {} (alert {})", i.machine, span(i), i.alert_id)?
-                }
+                Change::Added { incident: i } => writeln!(
+                    out,
+                    "  + {}  added    {} (rule {}, alert {})",
+                    i.machine,
+                    span(i),
+                    i.rule,
+                    i.alert_id
+                )?,
+                Change::Removed { incident: i } => writeln!(
+                    out,
+                    "  - {}  removed  {} (rule {}, alert {})",
+                    i.machine,
+                    span(i),
+                    i.rule,
+                    i.alert_id
+                )?,
                 Change::Moved { before: b, after: a } => {
                     let end = match (b.end_ms, a.end_ms) {
                         (Some(x), Some(y)) => shift(x, y),
@@ -250,6 +266,7 @@ mod tests {
         Incident {
             alert_id: id.into(),
             machine: machine.into(),
+            rule: "r".into(),
             onset_ms: onset,
             end_ms: end,
             rule_version: "v".into(),
@@ -282,5 +299,15 @@ mod tests {
     fn an_incident_on_another_machine_never_pairs() {
         let d = diff(&[inc("a", "m1", 0, Some(10))], &[inc("b", "m2", 0, Some(10))]);
         assert_eq!(tally(&d), (1, 1, 0, 0));
+    }
+
+    /// With several rules, each rule's incidents are compared with that rule's only.
+    #[test]
+    fn an_incident_of_another_rule_never_pairs() {
+        let other = Incident { rule: "s".into(), ..inc("b", "m1", 0, Some(10)) };
+        let d = diff(&[inc("a", "m1", 0, Some(10))], &[other.clone(), inc("c", "m1", 5, None)]);
+        assert_eq!(tally(&d), (1, 0, 1, 0));
+        assert!(matches!(&d[0], Change::Moved { after, .. } if after.alert_id == "c"), "{d:?}");
+        assert!(matches!(&d[1], Change::Added { incident } if *incident == other), "{d:?}");
     }
 }

@@ -311,9 +311,12 @@ fn leveled_events() -> impl Strategy<Value = (Vec<Event>, Vec<Event>)> {
         .prop_flat_map(|evs| (Just(evs.clone()), Just(evs).prop_shuffle()))
 }
 
+/// A rule as the reference sees it: its name, which events count, its window and count.
+type RefRule = (String, Box<dyn Fn(&Event) -> bool>, i64, usize);
+
 /// Three rules: the default (>= 0.5 g, 3 in 2 min), `strong` (>= 0.8 g, 2 in 1 min) and
 /// `velocity` (the feature >= 4.5 mm/s, 3 in 3 min), with what each counts.
-fn three_rules() -> (Params, Vec<(String, Box<dyn Fn(&Event) -> bool>, i64, usize)>) {
+fn three_rules() -> (Params, Vec<RefRule>) {
     use linegate::event::features::{Feature, MeasureUnit};
     let mut p = params(false);
     let mut strong = p.rule().clone();
@@ -325,7 +328,7 @@ fn three_rules() -> (Params, Vec<(String, Box<dyn Fn(&Event) -> bool>, i64, usiz
     (velocity.window_ms, velocity.count) = (180_000, 3);
     p.rules.extend([strong, velocity]);
     let velocity_of = |e: &Event| e.features.as_ref().and_then(|f| f.get(Feature::VelocityRms));
-    let rules: Vec<(String, Box<dyn Fn(&Event) -> bool>, i64, usize)> = vec![
+    let rules: Vec<RefRule> = vec![
         ("high-vibration".into(), Box::new(|e: &Event| e.value >= 0.5), 120_000, 3),
         ("strong".into(), Box::new(|e: &Event| e.value >= 0.8), 60_000, 2),
         ("velocity".into(), Box::new(move |e: &Event| velocity_of(e) >= Some(4.5)), 180_000, 3),

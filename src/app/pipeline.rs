@@ -52,8 +52,9 @@ pub(super) async fn start(config: Config, opts: RunOptions) -> Result<Pipeline, 
     let (store, recovered) = open_store(&config, opts.store.clone()).await?;
     telemetry.metrics.set_start(started_ms, recovered);
     telemetry.metrics.set_limits(config.store.max_bytes, config.time.allowed_lateness_ms);
-    let version = crate::config::rule_version::rule_version(&config);
-    telemetry.metrics.set_rule(&config.rule.name, &version);
+    for (name, version) in crate::config::rule_version::rule_versions(&config) {
+        telemetry.metrics.set_rule(&name, &version);
+    }
     let store = SharedStore::new(store);
     let outbox_grew = Arc::new(Notify::new());
     let config = Arc::new(config);

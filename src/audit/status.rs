@@ -103,6 +103,13 @@ pub fn reference_time(book: &SensorBook, config: &Config, wall_ms: Option<i64>) 
     }
 }
 
+/// One rule of the configuration.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RuleRow {
+    pub rule: String,
+    pub rule_version: String,
+}
+
 /// One machine.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MachineRow {
@@ -117,6 +124,8 @@ pub struct MachineRow {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OpenIncident {
     pub alert_id: String,
+    /// The rule that decided it.
+    pub rule: String,
     pub revision: u32,
     pub onset_ms: i64,
     /// Evidence event ids with their event times.
@@ -128,9 +137,11 @@ pub struct OpenIncident {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Status {
     pub gateway: String,
-    /// The configuration's rule and its version (`crate::config::rule_version`).
+    /// The configuration's (first) rule and its version (`crate::config::rule_version`).
     pub rule: String,
     pub rule_version: String,
+    /// Every rule with its version, in configuration order (the first is `rule`).
+    pub rules: Vec<RuleRow>,
     /// `None`: no daemon runs (the store was read directly).
     pub daemon: Option<Live>,
     /// The ingest time states and lags are taken at.
@@ -213,6 +224,10 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
         gateway: config.gateway.id.clone(),
         rule: config.rule.name.clone(),
         rule_version: crate::config::rule_version::rule_version(config),
+        rules: crate::config::rule_version::rule_versions(config)
+            .into_iter()
+            .map(|(rule, rule_version)| RuleRow { rule, rule_version })
+            .collect(),
         daemon: live.cloned(),
         reference_ms,
         machines,
@@ -243,6 +258,7 @@ fn open_incidents(
         }
         out.entry(a.machine.clone()).or_default().push(OpenIncident {
             alert_id: a.alert_id,
+            rule: a.rule,
             revision: a.revision,
             onset_ms: a.onset_ms,
             evidence: a.evidence.iter().map(|e| (e.event_id.to_string(), e.ts_ms)).collect(),
@@ -290,7 +306,9 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
         "ingest time {} (sensor states and lags are taken at it)",
         time(st.reference_ms)
     )?;
-    writeln!(out, "rule {} version {}", st.rule, st.rule_version)?;
+    for r in &st.rules {
+        writeln!(out, "rule {} version {}", r.rule, r.rule_version)?;
+    }
     writeln!(out, "machines")?;
     if st.machines.is_empty() {
         writeln!(out, "  none yet")?;
@@ -314,8 +332,9 @@ fn write_text(st: &Status, out: &mut dyn Write) -> std::io::Result<()> {
             };
             writeln!(
                 out,
-                "    {} revision {} since {}: evidence {}{also}",
+                "    {} (rule {}) revision {} since {}: evidence {}{also}",
                 i.alert_id,
+                i.rule,
                 i.revision,
                 time(i.onset_ms),
                 ev.join(", ")

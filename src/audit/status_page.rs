@@ -52,13 +52,20 @@ pub fn render(st: &Status) -> String {
             let _ = write!(
                 h,
                 "<p id=\"daemon\">running, pid {}, up {} (since {}); page at {}, refreshed every {REFRESH_S} s. \
-                 Rule <b>{}</b> version <code>{}</code>.</p>",
+                 {}.</p>",
                 l.pid,
                 words(l.now_ms - l.started_ms),
                 time(l.started_ms),
                 time(l.now_ms),
-                escape(&st.rule),
-                escape(&st.rule_version)
+                st.rules
+                    .iter()
+                    .map(|r| format!(
+                        "Rule <b>{}</b> version <code>{}</code>",
+                        escape(&r.rule),
+                        escape(&r.rule_version)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         None => h.push_str("<p id=\"daemon\" class=\"bad\">not running</p>"),

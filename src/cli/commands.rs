@@ -170,7 +170,12 @@ pub(crate) fn whatif(
         f.write_all(&alerts)?;
         f.flush()?;
     }
-    let version = linegate::config::rule_version::rule_version(&c);
+    // Every rule's version, by name when there are several.
+    let versions = linegate::config::rule_version::rule_versions(&c);
+    let version = match versions.as_slice() {
+        [(_, one)] => one.clone(),
+        all => all.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "),
+    };
     let report = Report::new((first, last, records), &gateway, &candidate, version);
     let mut stdout = std::io::stdout().lock();
     if json {

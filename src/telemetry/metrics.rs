@@ -373,7 +373,7 @@ impl Metrics {
         f.allowed_lateness.set(allowed_lateness_ms as f64 / 1000.0);
     }
 
-    /// The rule deciding now (`linegate_rule_info{name,version} 1`).
+    /// A rule deciding now (`linegate_rule_info{name,version} 1`, one series per rule).
     pub fn set_rule(&self, name: &str, version: &str) {
         let label = RuleLabel { name: name.to_owned(), version: version.to_owned() };
         self.inner.families.rule_info.get_or_create(&label).set(1);
