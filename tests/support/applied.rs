@@ -329,7 +329,7 @@ struct Model {
     /// The machine each sensor name belongs to, for derived ids.
     owner: BTreeMap<String, String>,
     /// The predicted features of derived events by sensor and seq, with their event time.
-    predicted: BTreeMap<(String, u64), (i64, Vec<(String, f64)>)>,
+    predicted: Predicted,
 }
 
 impl Model {
@@ -583,9 +583,12 @@ impl Model {
     }
 }
 
+/// Predicted features by sensor and seq: the frame's event time and its features by name.
+type Predicted = BTreeMap<(String, u64), (i64, Vec<(String, f64)>)>;
+
 /// The features of every derived event of `trace` as the numpy reference predicts them, from
 /// `fixtures/expected/NAME.features.json` beside the trace's directory, if there is one.
-fn predicted_features(trace: &Path) -> BTreeMap<(String, u64), (i64, Vec<(String, f64)>)> {
+fn predicted_features(trace: &Path) -> Predicted {
     let stem = trace.file_stem().unwrap().to_str().unwrap();
     let path = trace.parent().unwrap().join(format!("../expected/{stem}.features.json"));
     let Ok(text) = std::fs::read_to_string(&path) else { return BTreeMap::new() };
