@@ -1,7 +1,7 @@
 //! What the gateway's envelope indicators name on the CWRU bearing recordings
 //! (docs/diagnostics.md):
 //!
-//! `cargo run --example cwru_diagnose -- [DIR] [--threshold T] [--band LO-HI] [--values]`
+//! `cargo run --example cwru_diagnose -- [DIR] [--threshold T] [--band LO-HI] [--values] [--sweep]`
 //!
 //! DIR holds the `.f32` recordings and `manifest.json` (default `../shared/data/cwru`; the data is
 //! not in the repository). Every 12 kHz drive-end record is cut into 1-s frames from its start
@@ -12,7 +12,9 @@
 //! else nothing; `env_ftf` names nothing by itself.
 //! Prints Markdown: per record and method, what was named in how many frames, and per frame;
 //! then the indicators on Gaussian noise. `--values` adds every frame's four indicators;
-//! `--band` sets the 12 kHz envelope band (default 2000-5000 Hz).
+//! `--band` sets the 12 kHz envelope band (default 2000-5000 Hz). `--sweep` prints instead, per
+//! record, in how many frames each 1 kHz envelope band (500 Hz apart, 500-1500 to 4500-5500 Hz)
+//! names the record's defect, with `fixed` and `whitened`: whether any band choice would.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -49,6 +51,7 @@ struct Options {
     dir: PathBuf,
     threshold: f64,
     values: bool,
+    sweep: bool,
     /// The envelope band at 12 kHz.
     band: Band,
 }
@@ -58,6 +61,7 @@ fn options() -> Options {
         dir: PathBuf::from("../shared/data/cwru"),
         threshold: 3.0,
         values: false,
+        sweep: false,
         band: Band::new(2000.0, 5000.0),
     };
     let mut args = std::env::args().skip(1);
@@ -67,6 +71,7 @@ fn options() -> Options {
                 o.threshold = args.next().and_then(|t| t.parse().ok()).expect("--threshold T")
             }
             "--values" => o.values = true,
+            "--sweep" => o.sweep = true,
             "--band" => {
                 let text = args.next().expect("--band LO-HI (Hz)");
                 let (lo, hi) = text.split_once('-').expect("--band LO-HI (Hz)");
@@ -242,6 +247,58 @@ fn print_tables(title: &str, results: &Results, threshold: f64, values: bool) {
     }
 }
 
+/// Per record, in how many frames each 1 kHz band names the record's defect (for the healthy
+/// record: names anything), with the fixed and the whitened envelope.
+fn print_sweep(records: &[(Vec<f64>, f64)], threshold: f64) {
+    let bands: Vec<Band> =
+        (1..=9).map(|i| Band::new(f64::from(i) * 500.0, f64::from(i) * 500.0 + 1000.0)).collect();
+    let head: Vec<String> = bands.iter().map(|b| format!("{}-{}", b.lo_hz, b.hi_hz)).collect();
+    println!("### 12 kHz, every 1 kHz band\n");
+    println!("Frames naming the record's defect (97: naming anything), fixed / whitened:\n");
+    println!("| record | expected | {} |", head.join(" | "));
+    println!("|---|---|{}", "---|".repeat(bands.len()));
+    let mut ex = Extractor::new();
+    for ((samples, rpm), (_, number, expected, _)) in records.iter().zip(RECORDS) {
+        let cells: Vec<String> = bands
+            .iter()
+            .map(|band| {
+                let mut count = |method| {
+                    let params = Params {
+                        bearing: Some(Bearing {
+                            shaft_hz: rpm / 60.0,
+                            orders: DefectOrders::SKF_6205,
+                        }),
+                        envelope_band: *band,
+                        envelope: method,
+                        ..Params::new(AccelUnit::G, 12000.0)
+                    };
+                    let frames = samples.chunks_exact(12000);
+                    let n = frames.len();
+                    let hits = frames
+                        .filter(|frame| {
+                            let env = ex.extract(frame, &params).expect("features").envelope;
+                            let env = env.expect("an envelope");
+                            let got =
+                                named(&Defect::ALL.map(|d| env.get(d).map(|i| i.value)), threshold);
+                            match expected {
+                                Some(_) => got == expected,
+                                None => got.is_some(),
+                            }
+                        })
+                        .count();
+                    (hits, n)
+                };
+                let ((f, n), (w, _)) =
+                    (count(EnvelopeMethod::Fixed), count(EnvelopeMethod::Whitened));
+                format!("{f} / {w} of {n}")
+            })
+            .collect();
+        let expected = expected.map_or("nothing", Defect::part);
+        println!("| {number} | {expected} | {} |", cells.join(" | "));
+    }
+    println!();
+}
+
 /// Gaussian noise (deterministic, Box-Muller) of `n` samples.
 fn noise(rng: &mut Rng, n: usize) -> Vec<f64> {
     (0..n)
@@ -302,6 +359,10 @@ fn main() {
         .iter()
         .map(|(file, ..)| (read_f32(&o.dir.join(file)), rpm(&manifest, file)))
         .collect();
+    if o.sweep {
+        print_sweep(&records, o.threshold);
+        return;
+    }
     let fixed_band = o.band;
     println!(
         "Naming rule: a frame names the defect of the largest of env_bpfo, env_bpfi, env_bsf when \

@@ -19,16 +19,32 @@ fn demo_delivers_everything_accepted_across_a_broker_outage_and_reconciles() {
     let down: Vec<&str> = stderr.lines().filter(|l| l.contains("broker DOWN |")).collect();
     assert!(!down.is_empty(), "{all}");
     assert!(stderr.trim_end().ends_with("PASS"), "{all}");
-    // Two rounds of the CWRU recordings: one incident per machine and round, each opened and
-    // closed; 34 events derived from the raw samples.
-    assert!(stdout.contains("== 4 alert(s), explained"), "{all}");
-    assert_eq!(stdout.matches("  revision 1 close: ").count(), 4, "{all}");
-    assert!(stdout.contains("34 accepted events, 8 alert records: 42 acknowledged, 0 queued"));
+    assert!(stderr.contains("fixtures/traces/inner_race.jsonl, 2 rounds"), "{all}");
+    // Two rounds of the CWRU recordings and two rules: per round one RMS incident on motor-a
+    // and one on motor-b, and one inner-race incident (env_bpfi) on motor-c, whose RMS stays
+    // below the RMS rule's threshold; each opened and closed. 44 events derived from the raw
+    // samples, 10 of them motor-c's.
+    assert!(stdout.contains("== 6 alert(s), explained"), "{all}");
+    assert_eq!(stdout.matches("  revision 1 close: ").count(), 6, "{all}");
+    assert_eq!(stdout.matches("\nalert gw-cwru/inner-race/motor-c/").count(), 2, "{all}");
+    assert!(!stdout.contains("gw-cwru/high-vibration/motor-c/"), "{all}");
+    assert!(stdout.contains("44 accepted events, 12 alert records: 56 acknowledged, 0 queued"));
+    // The inner-race alerts explained down to their envelope peaks: every evidence frame's
+    // peak at the inner race's frequency, its value the event's.
+    let peaks = "envelope peaks behind the evidence (inner race, computed again from each frame's \
+                 raw samples):";
+    assert_eq!(stdout.matches(peaks).count(), 2, "{all}");
+    let evidence: Vec<&str> = stdout.lines().filter(|l| l.contains(": env_bpfi ")).collect();
+    assert_eq!(evidence.len(), 6, "{all}");
+    for line in evidence {
+        assert!(line.contains(" at 162 Hz / floor "), "{line}");
+        assert!(line.ends_with("inner race 5.4152 × 29.95 Hz = 162.2 Hz; as the event"), "{line}");
+    }
     assert!(stdout.contains("the gateway lost nothing it accepted"), "{all}");
-    assert!(stdout.contains("alert records: 8 decided, 8 delivered"), "{all}");
+    assert!(stdout.contains("alert records: 12 decided, 12 delivered"), "{all}");
     let events = stdout.lines().find(|l| l.starts_with("events: ")).unwrap();
     let replayed: u64 = events
-        .strip_prefix("events: 34 accepted, 34 delivered (")
+        .strip_prefix("events: 44 accepted, 44 delivered (")
         .and_then(|r| r.split(' ').next())
         .unwrap_or_else(|| panic!("{events}"))
         .parse()

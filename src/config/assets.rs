@@ -16,9 +16,8 @@
 //! tags = { cell = "north", owner = "maintenance-2" }   # free: identifier keys, string values
 //! ```
 //!
-//! From geometry (`n` balls of diameter `d` on pitch diameter `D`, contact angle `φ`), with
-//! `r = d/D·cos φ`: BPFO = n/2·(1 − r), BPFI = n/2·(1 + r), BSF = D/(2d)·(1 − r²),
-//! FTF = (1 − r)/2, all as orders (multiples of the shaft speed).
+//! Orders are multiples of the shaft speed, in the feature core's [`DefectOrders`]; from geometry
+//! they are computed by its [`DefectOrders::from_geometry`] (the standard formulas).
 //!
 //! The ISO 20816-3 zone boundaries B/C/D (mm/s) follow from group and foundation
 //! ([`IsoClass::boundaries`]); a machine's velocity band is 10–1000 Hz, or 2–1000 Hz when its
@@ -161,18 +160,9 @@ pub fn velocity_band(asset: Option<&MachineAsset>) -> Band {
     }
 }
 
-/// Bearing-defect frequencies as orders of the shaft speed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BearingOrders {
-    /// Ball pass frequency, outer race.
-    pub bpfo: f64,
-    /// Ball pass frequency, inner race.
-    pub bpfi: f64,
-    /// Ball spin frequency.
-    pub bsf: f64,
-    /// Fundamental train (cage) frequency.
-    pub ftf: f64,
-}
+/// Bearing-defect frequencies as orders of the shaft speed: the feature core's own type, so that
+/// the orders the asset table reads are the ones the envelope indicators use.
+pub use crate::features::DefectOrders;
 
 /// A rolling-element bearing's geometry.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -187,24 +177,21 @@ pub struct BearingGeometry {
 }
 
 impl BearingGeometry {
-    /// The defect orders by the standard formulas (module documentation).
-    pub fn orders(&self) -> BearingOrders {
-        let n = f64::from(self.balls);
-        let ratio = self.ball_diameter / self.pitch_diameter;
-        let r = ratio * self.contact_angle_deg.to_radians().cos();
-        BearingOrders {
-            bpfo: n / 2.0 * (1.0 - r),
-            bpfi: n / 2.0 * (1.0 + r),
-            bsf: self.pitch_diameter / (2.0 * self.ball_diameter) * (1.0 - r * r),
-            ftf: (1.0 - r) / 2.0,
-        }
+    /// The defect orders by the standard formulas ([`DefectOrders::from_geometry`]).
+    pub fn orders(&self) -> DefectOrders {
+        DefectOrders::from_geometry(
+            self.balls,
+            self.ball_diameter,
+            self.pitch_diameter,
+            self.contact_angle_deg,
+        )
     }
 }
 
 /// A machine's bearing: its defect orders, given or computed from `geometry`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bearing {
-    pub orders: BearingOrders,
+    pub orders: DefectOrders,
     /// The geometry the orders were computed from, when given so.
     pub geometry: Option<BearingGeometry>,
 }
@@ -461,7 +448,7 @@ impl Ctx<'_> {
                     *slot = positive(k, x)?;
                 }
                 let [bpfo, bpfi, bsf, ftf] = v;
-                Ok(Bearing { orders: BearingOrders { bpfo, bpfi, bsf, ftf }, geometry: None })
+                Ok(Bearing { orders: DefectOrders { bpfo, bpfi, bsf, ftf }, geometry: None })
             }
             (false, true) => {
                 let missing = |k: &str| {

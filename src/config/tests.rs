@@ -102,7 +102,7 @@ fn contract_example_parses_exactly() {
     let c = parse(CONTRACT_EXAMPLE).unwrap();
     let mut machines = BTreeMap::new();
     machines.insert("press-7".to_owned(), MachineRule { threshold: Some(Threshold::Value(0.8)) });
-    let orders = assets::BearingOrders { bpfo: 3.5848, bpfi: 5.4152, bsf: 2.357, ftf: 0.3983 };
+    let orders = assets::DefectOrders { bpfo: 3.5848, bpfi: 5.4152, bsf: 2.357, ftf: 0.3983 };
     let press_7 = MachineAsset {
         line: Some("L3".into()),
         iso: Some(assets::IsoClass { group: 2, foundation: assets::Foundation::Rigid }),

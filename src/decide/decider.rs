@@ -149,18 +149,13 @@ fn zone_of(iso: &BTreeMap<String, IsoClass>, machine: &str, velocity: f64) -> Op
 
 /// A machine's feature parameters from its asset entry: its velocity band; its bearing when the
 /// entry gives both bearing and rpm; its envelope band (else the extractor's default) and method.
-fn machine_features(asset: &MachineAsset) -> MachineFeatures {
+pub fn machine_features(asset: &MachineAsset) -> MachineFeatures {
     let band = |b: assets::Band| features::Band::new(b.low_hz, b.high_hz);
     let default = MachineFeatures::default();
-    let bearing = asset.bearing.zip(asset.shaft_hz()).map(|(b, shaft_hz)| features::Bearing {
-        shaft_hz,
-        orders: features::DefectOrders {
-            bpfo: b.orders.bpfo,
-            bpfi: b.orders.bpfi,
-            bsf: b.orders.bsf,
-            ftf: b.orders.ftf,
-        },
-    });
+    let bearing = asset
+        .bearing
+        .zip(asset.shaft_hz())
+        .map(|(b, shaft_hz)| features::Bearing { shaft_hz, orders: b.orders });
     MachineFeatures {
         velocity_band: band(assets::velocity_band(Some(asset))),
         bearing,

@@ -25,7 +25,7 @@ pub mod input;
 pub mod outputs;
 pub mod stage;
 
-pub use decider::{kind_name, Decided, Decider, LineError, Outcome};
+pub use decider::{kind_name, machine_features, Decided, Decider, LineError, Outcome};
 
 use crate::records::journal::JournalRecord;
 use input::ParsedLine;

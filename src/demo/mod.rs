@@ -1,8 +1,11 @@
 //! `linegate demo`: the whole daemon on real CWRU bearing recordings, against a real MQTT broker,
 //! with an outage in the middle, in well under a minute and with nothing to set up.
 //!
-//! 1. A trace is made from `fixtures/traces/cwru.jsonl` ([`trace`]: two rounds of the opening
-//!    recordings, 150 s of trace time apart) in a temporary directory, with `cwru.toml`'s rule.
+//! 1. A trace is made from `fixtures/traces/cwru.jsonl` and `inner_race.jsonl` beside it
+//!    ([`trace`]: two rounds of their opening recordings, 150 s of trace time apart) in a
+//!    temporary directory, with two rules: `cwru.toml`'s (`accel_rms`, 3 seconds at 0.5 g in 2
+//!    minutes) and `inner_race.toml`'s (`env_bpfi` at 5), and `inner_race.toml`'s asset entry of
+//!    the third machine, `motor-c` (the SKF 6205 at 1797 rpm).
 //! 2. An MQTT broker (rumqttd, [`broker`]) starts in this process on a free loopback port; the
 //!    gateway reaches it through a [`relay`] the demo can cut; an independent [`subscriber`]
 //!    (rumqttc, QoS 1) is connected to the broker directly and counts what arrives.
@@ -11,8 +14,9 @@
 //! 4. Before the second round the relay is cut: the forwarder loses the broker, the second
 //!    round's records wait in the outbox; the relay is restored, the backlog drains (events
 //!    flagged `"replayed": true`).
-//! 5. At the end: every alert explained (`linegate explain`), the reconcile report (`linegate
-//!    reconcile`), and what was accepted against what arrived ([`delivery`]).
+//! 5. At the end: every alert explained (`linegate explain`; for the `env_bpfi` rule's alerts
+//!    also the envelope peaks behind their evidence, [`envelope`]), the reconcile report
+//!    (`linegate reconcile`), and what was accepted against what arrived ([`delivery`]).
 //!
 //! Progress goes to standard error, one line a second and one per phase; the reports to
 //! standard output. The result is false when reconcile fails or something accepted did not
@@ -20,6 +24,7 @@
 
 pub mod broker;
 pub mod delivery;
+pub mod envelope;
 pub mod relay;
 pub mod subscriber;
 pub mod trace;
@@ -91,6 +96,10 @@ const OUTAGE_BEFORE_MS: i64 = 45_000;
 const OUTAGE_AFTER_MS: i64 = 45_000;
 /// The rule and time settings of the CWRU trace.
 const CWRU_TOML: &str = include_str!("../../fixtures/traces/cwru.toml");
+/// The inner-race golden's configuration: its machine's asset entry.
+const INNER_RACE_TOML: &str = include_str!("../../fixtures/traces/inner_race.toml");
+/// The machine of the inner-race golden, with the CWRU rig's bearing.
+const BEARING_MACHINE: &str = "[machines.motor-c]";
 const TOPIC_PREFIX: &str = "linegate";
 
 /// Runs the demo; `Ok(false)` when reconcile failed or something accepted did not arrive.
@@ -128,9 +137,12 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
     let clock = SystemClock::new();
     let start = clock.monotonic_ms();
     let cwru_path = find_trace(opts)?;
-    let cwru = std::fs::read_to_string(&cwru_path)
-        .map_err(DemoError::io(&format!("reading {}", cwru_path.display())))?;
-    let demo = trace::build(&cwru, PLAN)
+    let piece_path = cwru_path.with_file_name("inner_race.jsonl");
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(DemoError::io(&format!("reading {}", p.display())))
+    };
+    let (cwru, piece) = (read(&cwru_path)?, read(&piece_path)?);
+    let demo = trace::build(&[("cwru.jsonl", &cwru), ("inner_race.jsonl", &piece)], PLAN)
         .map_err(|e| DemoError::Setup(format!("{}: {e}", cwru_path.display())))?;
     let dir = tempfile::Builder::new()
         .prefix("linegate-demo-")
@@ -143,10 +155,11 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         &clock,
         start,
         format_args!(
-            "setup: {} lines ({} raw-sample records of {}, {} rounds) in {}",
+            "setup: {} lines ({} raw-sample records of {} and {}, {} rounds) in {}",
             demo.lines.len(),
             demo.samples_records,
             cwru_path.display(),
+            piece_path.display(),
             PLAN.rounds,
             dir.path().display()
         ),
@@ -156,7 +169,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
     broker::start(broker_port)?;
     let relay = relay::Relay::start(broker_port).await?;
     let config_path = dir.path().join("demo.toml");
-    let config_text = demo_config(dir.path(), &trace_path, relay.port, opts);
+    let config_text = demo_config(dir.path(), &trace_path, relay.port, opts)?;
     std::fs::write(&config_path, config_text).map_err(DemoError::io("writing demo.toml"))?;
     let config = Config::load(&config_path)?;
     let root = format!("{TOPIC_PREFIX}/{}", config.gateway.id);
@@ -250,7 +263,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         tokio::time::sleep(Duration::from_millis(50)).await;
         delivered = delivery::compare(&ledger, &snapshot(&arrivals));
     }
-    let ok = report(&store, &config, &delivered, peak_outbox, &snapshot(&arrivals))?;
+    let ok = report(&store, &config, &demo.lines, &delivered, peak_outbox, &snapshot(&arrivals))?;
     say(&clock, start, if ok { "PASS" } else { "FAIL" });
     Ok(ok)
 }
@@ -322,11 +335,27 @@ fn observed(inner: ForwardSlot) -> (ForwardSlot, Arc<Mutex<Option<SharedStore>>>
     (slot, cell)
 }
 
-/// The configuration: cwru.toml's rule and time, the store and trace in `dir`, the broker through
-/// the relay.
-fn demo_config(dir: &Path, trace: &Path, relay_port: u16, opts: &DemoOptions) -> String {
-    format!(
-        "{CWRU_TOML}\n\
+/// The configuration: two rules, cwru.toml's (accel_rms) and inner_race.toml's (env_bpfi), as
+/// `[[rule]]` tables; cwru.toml's time; inner_race.toml's asset entry of `motor-c`; the store and
+/// trace in `dir`, the broker through the relay.
+fn demo_config(
+    dir: &Path,
+    trace: &Path,
+    relay_port: u16,
+    opts: &DemoOptions,
+) -> Result<String, DemoError> {
+    let part = |text: &'static str, file: &str, header: &str| {
+        table(text, header).ok_or_else(|| {
+            DemoError::Setup(format!("fixtures/traces/{file} has no {header} table"))
+        })
+    };
+    let machine = part(INNER_RACE_TOML, "inner_race.toml", BEARING_MACHINE)?;
+    let bearing_rule = part(INNER_RACE_TOML, "inner_race.toml", "[rule]")?;
+    part(CWRU_TOML, "cwru.toml", "[rule]")?;
+    let cwru = CWRU_TOML.replacen("\n[rule]\n", "\n[[rule]]\n", 1);
+    let bearing_rule = bearing_rule.replacen("[rule]", "[[rule]]", 1);
+    Ok(format!(
+        "{cwru}\n{bearing_rule}\n\n{machine}\n\n\
          [store]\npath = {store:?}\ncommit_interval = \"20ms\"\n\n\
          [mqtt]\nhost = \"127.0.0.1\"\nport = {relay_port}\nprefix = \"{TOPIC_PREFIX}\"\n\
          keep_alive = \"5s\"\nreplay_rate = {rate}\n\n\
@@ -335,7 +364,60 @@ fn demo_config(dir: &Path, trace: &Path, relay_port: u16, opts: &DemoOptions) ->
         trace = trace.display().to_string(),
         rate = opts.replay_rate,
         speed = opts.speed,
-    )
+    ))
+}
+
+/// The latest revision of every alert in the store.
+fn latest_revisions(
+    store: &crate::store::Store,
+) -> Result<Vec<crate::rule::alert::AlertRecord>, DemoError> {
+    let mut latest: Vec<crate::rule::alert::AlertRecord> = Vec::new();
+    for json in crate::audit::archived_alerts(store)? {
+        let Ok(a) = serde_json::from_slice::<crate::rule::alert::AlertRecord>(&json) else {
+            continue;
+        };
+        match latest.iter_mut().find(|l| l.alert_id == a.alert_id) {
+            Some(l) if a.revision > l.revision => *l = a,
+            Some(_) => {}
+            None => latest.push(a),
+        }
+    }
+    Ok(latest)
+}
+
+/// For an alert of a rule over an envelope indicator: the envelope peaks behind its evidence
+/// ([`envelope`]); nothing for other alerts.
+fn envelope_peaks(
+    config: &Config,
+    trace_lines: &[String],
+    alert: &crate::rule::alert::AlertRecord,
+) -> Vec<String> {
+    let metric = config.rule_named(&alert.rule).map(|r| r.metric.as_str());
+    let (Some(defect), Some(asset)) =
+        (metric.and_then(envelope::defect_of), config.machines.get(&alert.machine))
+    else {
+        return Vec::new();
+    };
+    let mut out = vec![format!(
+        "  envelope peaks behind the evidence ({}, computed again from each frame's raw samples):",
+        defect.part()
+    )];
+    out.extend(envelope::evidence_lines(trace_lines, asset, defect, &alert.evidence));
+    out
+}
+
+/// The table of `text` that starts with the line `header`, up to the next table.
+fn table(text: &str, header: &str) -> Option<String> {
+    let start = match text.strip_prefix(header) {
+        Some(_) => 0,
+        None => text.find(&format!("\n{header}\n"))? + 1,
+    };
+    let rest = &text[start..];
+    let end = rest[header.len()..].find("\n[").map_or(rest.len(), |i| header.len() + i + 1);
+    // Comments and blank lines at its end belong to the next table.
+    let lines: Vec<&str> = rest[..end].lines().collect();
+    let keep = lines.iter().rposition(|l| !l.trim().is_empty() && !l.starts_with('#'))?;
+    Some(lines[..=keep].join("\n"))
 }
 
 /// Prints the alerts explained, the reconcile report and the delivery counts; true when all is
@@ -343,6 +425,7 @@ fn demo_config(dir: &Path, trace: &Path, relay_port: u16, opts: &DemoOptions) ->
 fn report(
     store: &SharedStore,
     config: &Config,
+    trace_lines: &[String],
     d: &delivery::Delivery,
     peak_outbox: u64,
     arrived: &subscriber::Arrivals,
@@ -360,10 +443,16 @@ fn report(
     let io = DemoError::io("writing the report");
     writeln!(out, "== {} alert(s), explained (linegate explain)", ids.len()).map_err(&io)?;
     drop(out);
+    let latest = latest_revisions(&s)?;
     let mut view = crate::audit::view::View::Own(&mut s);
     for id in &ids {
-        let out = &mut std::io::stdout().lock();
-        crate::audit::explain::explain(&mut view, config, id, false, None, out)?;
+        crate::audit::explain::explain(&mut view, config, id, false, None, &mut std::io::stdout().lock())?;
+        if let Some(alert) = latest.iter().find(|a| &a.alert_id == id) {
+            let mut out = std::io::stdout().lock();
+            for line in envelope_peaks(config, trace_lines, alert) {
+                writeln!(out, "{line}").map_err(&io)?;
+            }
+        }
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "== reconcile (linegate reconcile)").map_err(&io)?;
@@ -400,4 +489,36 @@ fn report(
     writeln!(out, "demo: {}", if ok { "ok: everything accepted was delivered" } else { "FAILED" })
         .map_err(&io)?;
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_is_cut_up_to_the_next() {
+        let text = "[a]\nx = 1\n\n[machines.m]\nrpm = 1\n# next\n\n[time]\ny = 2\n";
+        let cut = |header| table(text, header);
+        assert_eq!(cut("[machines.m]").as_deref(), Some("[machines.m]\nrpm = 1"));
+        assert_eq!(cut("[a]").as_deref(), Some("[a]\nx = 1"));
+        assert_eq!(cut("[time]").as_deref(), Some("[time]\ny = 2"));
+        assert_eq!(cut("[machines]"), None);
+    }
+
+    #[test]
+    fn the_demo_configuration_loads_with_the_bearing_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("demo.toml");
+        let text =
+            demo_config(dir.path(), &dir.path().join("t.jsonl"), 1883, &DemoOptions::quick());
+        std::fs::write(&path, text.unwrap()).unwrap();
+        let config = Config::load(&path).unwrap();
+        let rules: Vec<(&str, &str)> =
+            config.rules().map(|r| (r.name.as_str(), r.metric.as_str())).collect();
+        assert_eq!(rules, [("high-vibration", "accel_rms"), ("inner-race", "env_bpfi")]);
+        assert_eq!(config.rule_threshold_for(&config.rule, "motor-b"), Some(0.511));
+        let asset = &config.machines["motor-c"];
+        assert_eq!(asset.rpm, Some(1797.0));
+        assert!(asset.envelope_missing().is_empty(), "{asset:?}");
+    }
 }

@@ -1,6 +1,8 @@
-//! The demo's trace, made from the CWRU trace (`fixtures/traces/cwru.jsonl`): its opening
-//! recordings — ten seconds of `motor-a` (normal, outer-race fault, normal) and seven of `motor-b`
-//! (inner-race faults) — played in `rounds` shifted `period_ms` apart in ingest and event time,
+//! The demo's trace, made from the CWRU trace (`fixtures/traces/cwru.jsonl`) and the inner-race
+//! golden (`fixtures/traces/inner_race.jsonl`): their opening recordings — ten seconds of
+//! `motor-a` (normal, outer-race fault, normal), seven of `motor-b` (inner-race faults) and five
+//! of `motor-c` (normal and the 0.007 in inner-race fault of record 105), merged in `at` order —
+//! played in `rounds` shifted `period_ms` apart in ingest and event time,
 //! with a tick every `tick_ms` between them and for `tail_ms` after the last round, so that every
 //! round is decided, its incidents opened and closed, before the next one starts. Each round
 //! makes one incident per machine (cwru.toml's rule: 3 high seconds in 2 minutes, `period_ms`
@@ -30,22 +32,16 @@ pub struct DemoTrace {
 /// 200 s later).
 const OPENING_MS: i64 = 60_000;
 
-/// Builds the demo trace from the CWRU trace's text.
-pub fn build(cwru: &str, plan: Plan) -> Result<DemoTrace, String> {
+/// Builds the demo trace from the texts of its source traces (each named for errors).
+pub fn build(sources: &[(&str, &str)], plan: Plan) -> Result<DemoTrace, String> {
     let mut opening = Vec::new();
-    for (i, line) in cwru.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let at = number_after(line, "\"at\":")
-            .ok_or_else(|| format!("line {}: no `at` in the CWRU trace", i + 1))?;
-        if !line.contains("\"kind\":\"samples\"") {
-            continue;
-        }
-        if opening.first().is_some_and(|&(first, _)| at > first + OPENING_MS) {
-            break;
-        }
-        opening.push((at, line));
+    for (name, text) in sources {
+        opening.extend(opening_of(name, text)?);
     }
+    // In `at` order; a stable sort keeps each source's order and the sources' order at equal `at`.
+    opening.sort_by_key(|&(at, _)| at);
     let (Some(&(first_at, _)), Some(&(data_end, _))) = (opening.first(), opening.last()) else {
-        return Err("the CWRU trace has no samples records".into());
+        return Err("the source traces have no samples records".into());
     };
     let mut out = DemoTrace {
         lines: Vec::new(),
@@ -73,6 +69,23 @@ pub fn build(cwru: &str, plan: Plan) -> Result<DemoTrace, String> {
         }
     }
     Ok(out)
+}
+
+/// The samples records of `text` up to `OPENING_MS` after its first, with their `at`.
+fn opening_of<'a>(name: &str, text: &'a str) -> Result<Vec<(i64, &'a str)>, String> {
+    let mut opening: Vec<(i64, &str)> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = number_after(line, "\"at\":")
+            .ok_or_else(|| format!("{name} line {}: no `at`", i + 1))?;
+        if !line.contains("\"kind\":\"samples\"") {
+            continue;
+        }
+        if opening.first().is_some_and(|&(first, _)| at > first + OPENING_MS) {
+            break;
+        }
+        opening.push((at, line));
+    }
+    Ok(opening)
 }
 
 /// The integer right after `key` in `line`.
@@ -106,7 +119,7 @@ mod tests {
     #[test]
     fn rounds_shift_at_and_t0_and_ticks_fill_the_time_between() {
         let plan = Plan { rounds: 2, period_ms: 10_000, tick_ms: 4_000, tail_ms: 6_000 };
-        let t = build(CWRU, plan).unwrap();
+        let t = build(&[("cwru", CWRU)], plan).unwrap();
         assert_eq!(
             t.lines,
             [
@@ -124,11 +137,22 @@ mod tests {
     }
 
     #[test]
+    fn sources_merge_in_at_order() {
+        let piece =
+            "{\"at\":1100,\"kind\":\"samples\",\"machine\":\"c\",\"t0_ms\":800,\"data\":[2]}\n";
+        let plan = Plan { rounds: 1, period_ms: 10_000, tick_ms: 4_000, tail_ms: 1_000 };
+        let t = build(&[("cwru", CWRU), ("piece", piece)], plan).unwrap();
+        let machines: Vec<&str> =
+            t.lines.iter().map(|l| &l[l.find("machine").unwrap() + 10..][..1]).collect();
+        assert_eq!(machines, ["a", "c", "b"]);
+        assert_eq!(t.samples_records, 3);
+    }
+
+    #[test]
     fn a_trace_without_samples_is_an_error() {
-        assert!(build(
-            "{\"at\":1,\"kind\":\"tick\"}\n",
-            Plan { rounds: 1, period_ms: 1, tick_ms: 1, tail_ms: 1 }
-        )
-        .is_err());
+        let ticks = "{\"at\":1,\"kind\":\"tick\"}\n";
+        let plan = Plan { rounds: 1, period_ms: 1, tick_ms: 1, tail_ms: 1 };
+        assert!(build(&[("ticks", ticks)], plan).is_err());
+        assert!(build(&[("x", "{\"kind\":\"tick\"}\n")], plan).unwrap_err().contains("x line 1"));
     }
 }

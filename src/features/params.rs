@@ -94,6 +94,20 @@ impl DefectOrders {
     pub const SKF_6205: DefectOrders =
         DefectOrders { bpfo: 3.5848, bpfi: 5.4152, bsf: 2.357, ftf: 0.3983 };
 
+    /// The orders of a bearing of `balls` balls of diameter `d` on pitch diameter `pd` (one unit)
+    /// with contact angle `angle_deg`, by the standard formulas: with `r = d/pd·cos(angle)`,
+    /// BPFO = n/2·(1 − r), BPFI = n/2·(1 + r), BSF = pd/(2d)·(1 − r²), FTF = (1 − r)/2.
+    pub fn from_geometry(balls: u32, d: f64, pd: f64, angle_deg: f64) -> DefectOrders {
+        let n = f64::from(balls);
+        let r = d / pd * angle_deg.to_radians().cos();
+        DefectOrders {
+            bpfo: n / 2.0 * (1.0 - r),
+            bpfi: n / 2.0 * (1.0 + r),
+            bsf: pd / (2.0 * d) * (1.0 - r * r),
+            ftf: (1.0 - r) / 2.0,
+        }
+    }
+
     /// The four defects in their fixed order, each with its order.
     pub fn each(&self) -> [(Defect, f64); 4] {
         [

@@ -2,7 +2,11 @@
 //! no linegate code, only serde_json, toml, humantime and the rules the documents state
 //! (docs/contracts.md sections 2, 4, 5, 7 and 8; docs/event-schema-2.md; the frame arithmetic of
 //! src/stamp/mod.rs's documentation; docs/decisions/ on watermarks, duplicates, stalled frames
-//! and the ingest time of derived lines). [`Applied::incidents`] hands them to the brute-force
+//! and the ingest time of derived lines). The features of a derived event (section 12) are not
+//! computed here: where a trace has a prediction, `fixtures/expected/NAME.features.json` written
+//! by the independent numpy reference (`fixtures/cwru/features_reference.py`), each frame's
+//! features are read from it; without one, derived events carry none. [`Applied::incidents`]
+//! hands them to the brute-force
 //! reference of [`super::incidents`], so an expected alert file can be checked against the
 //! contract instead of against the code that wrote it.
 //!
@@ -31,6 +35,18 @@ use super::incidents::{reference, FinalIncident};
 const MIN_PLAUSIBLE_TS_MS: i64 = 946_684_800_000;
 /// 1 g in m/s2.
 const G: f64 = 9.80665;
+/// The features an event may carry (docs/contracts.md section 12).
+const FEATURES: [&str; 9] = [
+    "accel_rms",
+    "accel_peak",
+    "velocity_rms",
+    "crest_factor",
+    "kurtosis",
+    "env_bpfo",
+    "env_bpfi",
+    "env_bsf",
+    "env_ftf",
+];
 /// Clock states from the most to the least trusted (docs/contracts.md section 3).
 const CLOCKS: [&str; 5] = ["synced", "holdover", "unknown", "unsynced", "stepped"];
 
@@ -185,6 +201,9 @@ impl Rules {
 
     /// Whether an applied event counts for the rule (docs/contracts.md sections 3 and 4).
     fn is_high(&self, e: &Ev, line: usize) -> bool {
+        // The prediction's features agree with the crate's within 1e-6 relative
+        // (tests/features_reference.rs), event values exactly.
+        let close = if e.metric == self.metric { 1e-9 } else { 1e-4 };
         if !self.count_quality.contains(&e.quality) || !self.count_clock.contains(&e.clock) {
             return false;
         }
@@ -212,7 +231,7 @@ impl Rules {
         };
         let threshold = *self.thresholds.get(&e.machine).unwrap_or(&self.threshold);
         assert!(
-            threshold.is_infinite() || (value - threshold).abs() > 1e-9 * threshold.abs().max(1.0),
+            threshold.is_infinite() || (value - threshold).abs() > close * threshold.abs().max(1.0),
             "line {line}: {} is {value} {}, too close to its threshold {threshold} to call",
             e.id,
             self.unit
@@ -288,6 +307,7 @@ struct Ev {
 pub fn derive(trace: &Path, rules: &Rules) -> Applied {
     let text = std::fs::read_to_string(trace).unwrap();
     let mut model = Model::new(rules.clone());
+    model.predicted = predicted_features(trace);
     for (i, line) in text.lines().enumerate() {
         model.line(i + 1, line);
     }
@@ -308,6 +328,8 @@ struct Model {
     streams: BTreeMap<(String, String), Stream>,
     /// The machine each sensor name belongs to, for derived ids.
     owner: BTreeMap<String, String>,
+    /// The predicted features of derived events by sensor and seq, with their event time.
+    predicted: Predicted,
 }
 
 impl Model {
@@ -322,6 +344,7 @@ impl Model {
             seen: BTreeMap::new(),
             streams: BTreeMap::new(),
             owner: BTreeMap::new(),
+            predicted: BTreeMap::new(),
         }
     }
 
@@ -524,6 +547,18 @@ impl Model {
         } else {
             (f.xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt()
         };
+        let ts = (f.k + 1) * 1000;
+        let features = match self.predicted.get(&(key.1.clone(), stream.seq)) {
+            Some((at, features)) => {
+                assert_eq!(
+                    *at, ts,
+                    "line {line}: {key:?} frame {}: the prediction's ts",
+                    stream.seq
+                );
+                features.clone()
+            }
+            None => Vec::new(),
+        };
         let expected = (f.rates[0] + 0.5).floor() as usize;
         let one_rate = f.rates.iter().all(|r| *r == f.rates[0]);
         let good = one_rate && f.xs.len() >= 2 && f.xs.len() >= expected;
@@ -531,18 +566,45 @@ impl Model {
             id: format!("{}.{}.{}", self.rules.gateway, key.1, stream.seq),
             machine: key.0.clone(),
             sensor: key.1.clone(),
-            ts: (f.k + 1) * 1000,
+            ts,
             clock: f.clock,
-            metric: self.rules.metric.clone(),
+            // The rule's metric where samples give it, else accel_rms (its features carry the
+            // rest).
+            metric: if self.rules.metric == "accel_peak" { "accel_peak" } else { "accel_rms" }
+                .into(),
             value,
             unit: f.unit,
             quality: if good { "good" } else { "uncertain" }.into(),
-            features: Vec::new(),
+            features,
             content: format!("derived {key:?} {}", stream.seq),
         };
         self.out.counts.events_derived += 1;
         self.decide(line, ev);
     }
+}
+
+/// Predicted features by sensor and seq: the frame's event time and its features by name.
+type Predicted = BTreeMap<(String, u64), (i64, Vec<(String, f64)>)>;
+
+/// The features of every derived event of `trace` as the numpy reference predicts them, from
+/// `fixtures/expected/NAME.features.json` beside the trace's directory, if there is one.
+fn predicted_features(trace: &Path) -> Predicted {
+    let stem = trace.file_stem().unwrap().to_str().unwrap();
+    let path = trace.parent().unwrap().join(format!("../expected/{stem}.features.json"));
+    let Ok(text) = std::fs::read_to_string(&path) else { return BTreeMap::new() };
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let frames =
+        doc["frames"].as_array().unwrap_or_else(|| panic!("{}: no frames", path.display()));
+    let mut out = BTreeMap::new();
+    for f in frames {
+        let features = FEATURES
+            .iter()
+            .filter_map(|name| Some((name.to_string(), f.get(*name)?.as_f64()?)))
+            .collect();
+        let key = (f["sensor"].as_str().unwrap().to_string(), f["seq"].as_u64().unwrap());
+        out.insert(key, (f["ts_ms"].as_i64().unwrap(), features));
+    }
+    out
 }
 
 /// One sensor's raw samples: the frame being filled and what the frame arithmetic remembers.
@@ -716,17 +778,6 @@ fn event(v: &Value) -> Option<Ev> {
     if !matches!(o.get("replayed"), None | Some(Value::Null | Value::Bool(_))) {
         return None;
     }
-    const FEATURES: [&str; 9] = [
-        "accel_rms",
-        "accel_peak",
-        "velocity_rms",
-        "crest_factor",
-        "kurtosis",
-        "env_bpfo",
-        "env_bpfi",
-        "env_bsf",
-        "env_ftf",
-    ];
     let features: Vec<(String, f64)> = match o.get("features") {
         None | Some(Value::Null) => Vec::new(),
         Some(f) => {
