@@ -446,7 +446,14 @@ fn report(
     let latest = latest_revisions(&s)?;
     let mut view = crate::audit::view::View::Own(&mut s);
     for id in &ids {
-        crate::audit::explain::explain(&mut view, config, id, false, None, &mut std::io::stdout().lock())?;
+        crate::audit::explain::explain(
+            &mut view,
+            config,
+            id,
+            false,
+            None,
+            &mut std::io::stdout().lock(),
+        )?;
         if let Some(alert) = latest.iter().find(|a| &a.alert_id == id) {
             let mut out = std::io::stdout().lock();
             for line in envelope_peaks(config, trace_lines, alert) {
