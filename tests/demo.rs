@@ -34,7 +34,12 @@ fn demo_delivers_everything_accepted_across_a_broker_outage_and_reconciles() {
     let peaks = "envelope peaks behind the evidence (inner race, computed again from each frame's \
                  raw samples):";
     assert_eq!(stdout.matches(peaks).count(), 2, "{all}");
-    let evidence: Vec<&str> = stdout.lines().filter(|l| l.contains(": env_bpfi ")).collect();
+    // An evidence frame's line: `  gw-cwru.c-de.N: env_bpfi …` (explain's rule line, `rule
+    // inner-race (…): env_bpfi ≥ 5`, is not one).
+    let evidence: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("  gw-cwru.c-de.") && l.contains(": env_bpfi "))
+        .collect();
     assert_eq!(evidence.len(), 6, "{all}");
     for line in evidence {
         assert!(line.contains(" at 162 Hz / floor "), "{line}");
