@@ -57,16 +57,18 @@ pub(crate) fn run(
 #[cfg(feature = "demo")]
 /// `linegate demo`: exit 1 when reconcile fails or something accepted was not delivered.
 pub(crate) fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
-    tracing_subscriber::fmt()
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // The demo's own lines tell the outage; the forwarder's retries would repeat it.
+    let quiet = "warn,rumqttd=off,linegate::forward=error";
+    let filter = std::env::var("LINEGATE_LOG")
+        .ok()
+        .and_then(|v| linegate::telemetry::logging::targets(&v).ok())
+        .unwrap_or_else(|| linegate::telemetry::logging::targets(quiet).expect("a valid filter"));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LINEGATE_LOG").unwrap_or_else(|_| {
-                // The demo's own lines tell the outage; the forwarder's retries would repeat it.
-                tracing_subscriber::EnvFilter::new("warn,rumqttd=off,linegate::forward=error")
-            }),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_ansi(std::io::stderr().is_terminal());
+    tracing_subscriber::registry().with(filter).with(fmt).init();
     let base = if quick {
         linegate::demo::DemoOptions::quick()
     } else {

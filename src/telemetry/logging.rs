@@ -7,17 +7,18 @@
 //! stream. Then events go to journald natively (`tracing-journald`: priority, target, fields as
 //! journal fields) instead of as text lines that lose their level.
 //!
-//! The filter is `RUST_LOG`'s syntax (`info`, `linegate=debug,sled=warn`, ...); without
-//! `RUST_LOG` the caller's default applies.
+//! The filter is `RUST_LOG`'s target syntax (`info`, `linegate=debug,sled=warn`, ...: a
+//! `tracing_subscriber::filter::Targets`, without `EnvFilter`'s span and field directives);
+//! without `RUST_LOG` the caller's default applies.
 
 use std::ffi::OsStr;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::EnvFilter;
 
 /// Where log events go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,16 +60,18 @@ fn stderr_identity() -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
 
+/// A filter in `RUST_LOG`'s target syntax: `info`, `linegate=debug,sled=warn`, `off`.
+pub fn targets(spec: &str) -> Result<Targets, LoggingError> {
+    spec.parse::<Targets>().map_err(|e| LoggingError::Filter(format!("{spec:?}: {e}")))
+}
+
 /// Installs the global subscriber: filter from `RUST_LOG`, else `default_filter`; journald when
 /// systemd gave us a journal stream (falling back to stderr if journald's socket cannot be
 /// opened), else stderr. Returns the sink chosen.
 pub fn init(default_filter: &str) -> Result<Sink, LoggingError> {
     let filter = match std::env::var_os("RUST_LOG") {
-        Some(v) => EnvFilter::try_new(v.to_string_lossy())
-            .map_err(|e| LoggingError::Filter(e.to_string()))?,
-        None => {
-            EnvFilter::try_new(default_filter).map_err(|e| LoggingError::Filter(e.to_string()))?
-        }
+        Some(v) => targets(&v.to_string_lossy())?,
+        None => targets(default_filter)?,
     };
     let wanted = choose_sink(std::env::var_os("JOURNAL_STREAM").as_deref(), stderr_identity());
     let (journald, journald_error) = match wanted {
@@ -99,6 +102,18 @@ pub fn init(default_filter: &str) -> Result<Sink, LoggingError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filters_in_rust_log_target_syntax_and_a_bad_one_named() {
+        use tracing::level_filters::LevelFilter;
+        let t = targets("warn,linegate=debug,sled=off").unwrap();
+        assert_eq!(t.default_level(), Some(LevelFilter::WARN));
+        assert!(t.would_enable("linegate::store", &tracing::Level::DEBUG));
+        assert!(!t.would_enable("sled::pagecache", &tracing::Level::ERROR));
+        assert!(!t.would_enable("rumqttc", &tracing::Level::INFO));
+        let e = targets("linegate=loud").unwrap_err().to_string();
+        assert!(e.contains("linegate=loud"), "{e}");
+    }
 
     #[test]
     fn journal_stream_counts_only_when_it_names_our_stderr() {
