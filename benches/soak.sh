@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The soak with every fault at once (issue 42, part 5; tests/soak.rs says what it does and
 # checks) for HOURS hours of faults: the daemon with a live Modbus TCP source and a trace source,
-# mosquitto and an independent subscriber, SIGKILLs, broker restarts, a stalled broker, a silent
-# sensor and control-socket clients hammering at random moments; then every accepted event and
+# mosquitto and an independent subscriber, SIGKILLs, power cuts (the store on the FUSE power-cut
+# harness: needs root and /dev/fuse), broker restarts, a stalled broker, a silent sensor and
+# control-socket clients hammering at random moments; then every accepted event and
 # alert record accounted for, `reconcile` and `replay` of the export. CI runs the same test for
 # 3 minutes. Prints the totals (faults by kind, events, alerts, gaps) at the end; its output is
 # kept in target/soak-SEED.log.

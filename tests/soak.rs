@@ -3,9 +3,14 @@
 //! events, poison lines, raw blocks), forwarding to a real mosquitto watched by an independent
 //! subscriber (`mosquitto_sub` with a persistent session), while faults come one after another
 //! at random moments: SIGKILL of the daemon (restarted after a pause), a broker restart, a slow
-//! broker (mosquitto stopped with SIGSTOP for seconds), a sensor that goes silent and returns
-//! (the Modbus server killed and started again), and control-socket clients hammering (`status
-//! --json` from several threads, and raw connections sending garbage).
+//! broker (mosquitto stopped with SIGSTOP for seconds), a power cut (the store lives on the
+//! power-cut harness, `tests/support/powercut/`: the daemon is SIGKILLed, what no fsync covered
+//! is dropped, half the cuts tear the last unsynced write, and the daemon starts on what
+//! survived), a sensor that goes silent and returns (the Modbus server killed and started
+//! again), and control-socket clients hammering (`status --json` from several threads, and raw
+//! connections sending garbage). A daemon that finds damage while running exits asking for a
+//! salvage (docs/decisions/0029-damage-found-while-running.md); it is started again, as systemd
+//! would, and the salvages are counted.
 //!
 //! At the end, with every fault undone: every trace line was journaled; every accepted event
 //! and alert record of the ledger reached the subscriber or is covered by a gap notice it
@@ -21,6 +26,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -31,7 +37,8 @@ use serde_json::Value;
 use support::daemon::Daemon;
 use support::modbus::{server, tcp_keys, Child};
 use support::mqtt::{received_events, Broker, Subscriber};
-use support::promtool::{sample, scrape};
+use support::powercut::PowerCut;
+use support::promtool::scrape;
 use support::{cli, free_port, ledger, linegate, poll, replay, run, DEADLINE};
 
 const ROOT: &str = "lg/gw-soak";
@@ -43,7 +50,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// The kinds of fault, in the order the totals are printed.
-const FAULTS: [&str; 5] = ["sigkill", "broker_restart", "slow_broker", "sensor_silent", "hammer"];
+const FAULTS: [&str; 6] =
+    ["sigkill", "power_cut", "broker_restart", "slow_broker", "sensor_silent", "hammer"];
 
 /// Sleeps between `from_ms` and `to_ms` (drawn from `rng`): the length of a fault, or the
 /// random moment of the next one, is the point of these sleeps, not a synchronisation.
@@ -51,9 +59,12 @@ fn pause(rng: &mut Rng, from_ms: u64, to_ms: u64) {
     std::thread::sleep(Duration::from_millis(from_ms + rng.next_u64() % (to_ms - from_ms)));
 }
 
-/// The configuration: a trace source, a Modbus TCP source, MQTT to `broker`, metrics on `port`.
+/// The configuration: the store on the power-cut mount `mnt`, the control socket beside it (a
+/// socket cannot live on the harness), a trace source, a Modbus TCP source, MQTT to `broker`,
+/// metrics on `port`.
 fn write_config(
     dir: &Path,
+    mnt: &Path,
     trace: &Path,
     modbus: u16,
     broker: u16,
@@ -63,10 +74,12 @@ fn write_config(
     let text = format!(
         "[gateway]\nid = \"gw-soak\"\n\n[rule]\nthreshold = 0.9\nwindow = \"2m\"\ncount = 3\n\n\
          [store]\npath = \"{store}\"\ncommit_interval = \"50ms\"\n\n\
+         [control]\nsocket = \"{socket}\"\n\n\
          [metrics]\nlisten = \"127.0.0.1:{port}\"\n\n\
          [mqtt]\nhost = \"127.0.0.1\"\nport = {broker}\nprefix = \"lg\"\n\n\
          [[source]]\nkind = \"trace\"\npath = \"{trace}\"\nspeed = 1.0\n\n[[source]]\n{modbus}",
-        store = dir.join("db").display(),
+        store = mnt.join("db").display(),
+        socket = dir.join("control.sock").display(),
         trace = trace.display(),
         modbus = tcp_keys(modbus),
     );
@@ -91,11 +104,11 @@ fn hammer(config: &Path, socket: &Path, threads: usize, ms: i64) -> u64 {
         })
         .collect();
     // A client that sends nonsense and one that connects and says nothing, for the duration.
-    let garbage = std::os::unix::net::UnixStream::connect(socket).map(|mut s| {
+    let garbage = UnixStream::connect(socket).map(|mut s| {
         let _ = s.write_all(b"{\"not\": \"a request\"\n\x00\xff\n");
         s
     });
-    let idle = std::os::unix::net::UnixStream::connect(socket);
+    let idle = UnixStream::connect(socket);
     let n = workers.into_iter().map(|w| w.join().unwrap()).sum();
     drop((garbage, idle));
     n
@@ -129,6 +142,31 @@ fn covered(gaps: &[Value], sensor: &str, seq: u64, ts_ms: i64) -> bool {
                 _ => false,
             }
     })
+}
+
+/// The daemon at work: one that exited asking for a salvage (damage found while running) is
+/// started again, as its service manager would, and the salvage counted; any other exit fails.
+fn keep_running(daemon: &mut Daemon, config: &Path, marker: &Path, salvages: &mut u64) {
+    if let Some(status) = daemon.exited() {
+        assert!(marker.exists(), "linegate run exited ({status}); its log:\n{}", daemon.log());
+        eprintln!("soak: the daemon asked for a salvage ({status}); starting it again");
+        *daemon = Daemon::start(config, &[], &[]);
+        *salvages += 1;
+    }
+}
+
+/// The samples of `body` that say something waits: outbox records by kind, the replay backlog,
+/// journal records not yet decided. As (line, value).
+fn waiting(body: &str) -> Vec<(String, f64)> {
+    const WAITING: [&str; 3] = [
+        "linegate_outbox_records{",
+        "linegate_replay_backlog_records ",
+        "linegate_journal_undecided_records ",
+    ];
+    body.lines()
+        .filter(|l| WAITING.iter().any(|w| l.starts_with(w)))
+        .filter_map(|l| Some((l.to_owned(), l.rsplit(' ').next()?.parse().ok()?)))
+        .collect()
 }
 
 #[test]
@@ -171,23 +209,38 @@ fn soak_with_every_fault() {
     let modbus_args = ["--tcp".to_owned(), modbus_port.to_string()];
     let modbus_args: Vec<&str> = modbus_args.iter().map(String::as_str).collect();
     let mut modbus: Option<Child> = Some(server(&modbus_args));
+    let (backing, mnt) = (dir.path().join("disk"), dir.path().join("mnt"));
+    std::fs::create_dir(&backing).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let mut power = Some(PowerCut::mount(&backing, &mnt));
     let port = free_port();
-    let config = write_config(dir.path(), &trace, modbus_port, broker.port, port);
-    let socket = dir.path().join("db").join("control.sock");
+    let config = write_config(dir.path(), &mnt, &trace, modbus_port, broker.port, port);
+    let socket = dir.path().join("control.sock");
+    let marker = mnt.join("db").join(linegate::store::SALVAGE_MARKER);
     let mut daemon = Daemon::start(&config, &[], &[]);
 
     let mut rng = Rng::new(seed ^ 0x50a4);
     let mut faults: BTreeMap<&str, u64> = FAULTS.iter().map(|f| (*f, 0)).collect();
-    let mut status_requests = 0;
+    let (mut status_requests, mut salvages, mut torn) = (0, 0, 0);
     let until = clock.monotonic_ms() + seconds as i64 * 1000;
     while clock.monotonic_ms() < until {
         pause(&mut rng, 500, 3000);
-        daemon.assert_running();
+        keep_running(&mut daemon, &config, &marker, &mut salvages);
         let fault = FAULTS[(rng.next_u64() % FAULTS.len() as u64) as usize];
         match fault {
             "sigkill" => {
                 daemon.kill();
                 daemon.wait(DEADLINE);
+                pause(&mut rng, 1, 1500);
+                daemon = Daemon::start(&config, &[], &[]);
+            }
+            "power_cut" => {
+                daemon.kill();
+                let tear = rng.next_u64();
+                let tear = tear.is_multiple_of(2).then_some(tear / 2);
+                let cut = power.take().expect("the store is mounted").cut(tear);
+                torn += u64::from(cut.torn_at.is_some());
+                power = Some(PowerCut::mount(&backing, &mnt));
                 pause(&mut rng, 1, 1500);
                 daemon = Daemon::start(&config, &[], &[]);
             }
@@ -210,8 +263,12 @@ fn soak_with_every_fault() {
                 modbus = Some(server(&modbus_args));
             }
             _ => {
-                // The daemon may still be starting after a kill: its socket comes with it.
-                support::wait_for("the control socket", || socket.exists());
+                // The daemon may still be starting after a kill: a listener, not the file a
+                // killed daemon left behind.
+                support::wait_for("the control socket", || {
+                    keep_running(&mut daemon, &config, &marker, &mut salvages);
+                    UnixStream::connect(&socket).is_ok()
+                });
                 let ms = 500 + (rng.next_u64() % 1500) as i64;
                 status_requests += hammer(&config, &socket, 3, ms);
             }
@@ -221,18 +278,31 @@ fn soak_with_every_fault() {
 
     // Every fault undone. The Modbus server goes for good (its sensors' tails then show as
     // silent, which `reconcile` reports with exit 3); the trace is read to its end and the
-    // outbox drained before the daemon stops.
-    daemon.assert_running();
+    // outbox drained before the daemon stops. The Modbus source goes on ticking and declaring
+    // its silence, so record counts never stand still: settled is the trace source's
+    // `source_ended` record in the ledger and nothing waiting to be decided or sent.
     drop(modbus.take());
-    let mut last = (-1.0, 0);
+    let (mut ended, mut last, mut asked_ms) = (false, String::new(), None::<i64>);
     let settled = poll(Duration::from_secs(seconds.max(60) + 60), || {
+        keep_running(&mut daemon, &config, &marker, &mut salvages);
         let body = scrape(port)?;
-        let records = sample(&body, "linegate_records_total")?;
-        let backlog = sample(&body, "linegate_replay_backlog_records")?;
-        last = if records == last.0 { (records, last.1 + 1) } else { (records, 0) };
-        (last.1 >= 100 && backlog == 0.0).then_some(records)
+        last = waiting(&body).iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join("\n");
+        let idle = waiting(&body).iter().all(|(_, v)| *v == 0.0);
+        let now = clock.monotonic_ms();
+        if idle && !ended && asked_ms.is_none_or(|a| now - a >= 2000) {
+            asked_ms = Some(now);
+            let r = run(linegate(&["dump", "ledger", "--config"]).arg(&config));
+            ended = r.ok() && r.stdout.contains(r#""kind":"source_ended""#);
+        }
+        (idle && ended).then_some(())
     });
-    assert!(settled.is_some(), "the daemon never settled: {:?}\n{}", scrape(port), daemon.log());
+    if settled.is_none() {
+        panic!(
+            "the daemon never settled; its log:\n{}\n\
+             the trace source ended (source_ended in the ledger): {ended}; waiting:\n{last}",
+            daemon.log()
+        );
+    }
     daemon.signal("TERM");
     daemon.wait_success(DEADLINE);
     // What the broker queued for the subscriber while it was away, taken by a second client
@@ -323,8 +393,8 @@ fn soak_with_every_fault() {
     let report: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(report["gateway_lost_nothing"], true, "{report:#}");
     println!(
-        "soak: {seconds} s, seed {seed}: faults {faults:?} ({} in all), {status_requests} status \
-         requests; {} trace lines, {} accepted events ({in_gaps} in declared gaps), {} alert \
+        "soak: {seconds} s, seed {seed}: faults {faults:?} ({} in all; {torn} cuts tore a write, \
+         {salvages} salvages), {status_requests} status requests; {} trace lines, {} accepted events ({in_gaps} in declared gaps), {} alert \
          records, {} gap notices received; reconcile exit {code:?}",
         faults.values().sum::<u64>(),
         lines.len(),
