@@ -7,7 +7,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use linegate::records::cbor;
-use linegate::records::ledger::{Acceptance, LedgerEntry, LedgerRecord};
+use linegate::records::ledger::{Acceptance, LedgerEntry, LedgerRecord, RuleTouch};
 
 const BATCH: u64 = 1_000;
 
@@ -29,6 +29,14 @@ fn records() -> Vec<LedgerRecord> {
                     journal_pos: 40_000_000 + i,
                     outbox_seq: 90_000_000 + i,
                     counted: i % 5 == 0,
+                    rules: (i % 5 == 0)
+                        .then(|| RuleTouch {
+                            rule: "high-vibration".into(),
+                            alert_id: Some(format!("gw-line-3/high-vibration/press-{}/1", i % 16)),
+                        })
+                        .into_iter()
+                        .collect(),
+                    watermark_ms: Some(1_700_000_000_000 + i as i64 * 1000 - 5000),
                 },
             )
         })

@@ -137,6 +137,8 @@ pub fn run(args: &[String]) {
                     journal_pos: pos,
                     outbox_seq: first_seq + i as u64,
                     counted: true,
+                    rules: Vec::new(),
+                    watermark_ms: Some(T0 + (sec * 1000) as i64 - 5000),
                 },
             ));
             adds.push(OutboxRecord::Event { machine, sensor, seq: sec, event_id, json }.encode());

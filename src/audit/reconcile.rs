@@ -627,6 +627,8 @@ mod tests {
                 journal_pos: seq,
                 outbox_seq,
                 counted: false,
+                rules: Vec::new(),
+                watermark_ms: None,
             },
         )
     }
@@ -711,6 +713,8 @@ mod ledger_facts_tests {
             journal_pos: seq,
             outbox_seq: seq,
             counted: false,
+            rules: Vec::new(),
+            watermark_ms: None,
         };
         LedgerRecord::new(at, entry)
     }
@@ -818,6 +822,8 @@ mod pruned_tests {
                 journal_pos: a,
                 outbox_seq: own,
                 counted: false,
+                rules: Vec::new(),
+                watermark_ms: None,
             },
             // An acknowledgement follows what it acknowledges.
             2 => LedgerEntry::Acknowledged { outbox_seqs: vec![1 + a % own, 1 + b % own] },

@@ -25,6 +25,7 @@ use crate::features;
 use crate::records::counts::Counts;
 use crate::records::journal::{JournalRecord, Origin};
 use crate::records::ledger::Acceptance;
+use crate::records::ledger::RuleTouch;
 use crate::records::snapshot::SnapshotError;
 use crate::rule::alert::{AlertKind, AlertRecord};
 use crate::rule::{Engine, Params, StateSize, Verdict};
@@ -54,6 +55,10 @@ pub enum Outcome {
         derived: bool,
         counted: bool,
         zone: Option<Zone>,
+        /// The rules that counted it, with the incident it joined in each, and its machine's
+        /// watermark right after it: the ledger's account of the transition.
+        rules: Vec<RuleTouch>,
+        watermark_ms: Option<i64>,
     },
     Duplicate {
         event_id: String,
@@ -487,7 +492,13 @@ impl Decider {
         if let Some(out) = self.outcomes.as_mut() {
             let event = derived.then(|| ev.clone());
             let zone = velocity.and_then(|v| zone_of(&self.iso, &ev.machine, v));
-            out.push(Outcome::Accepted { event, how, derived, counted, zone });
+            let touch = |(rule, id): (&str, Option<&str>)| RuleTouch {
+                rule: rule.to_owned(),
+                alert_id: id.map(str::to_owned),
+            };
+            let rules = self.engine.counted_by_names().map(touch).collect();
+            let watermark_ms = self.engine.watermark_of(&ev.machine);
+            out.push(Outcome::Accepted { event, how, derived, counted, zone, rules, watermark_ms });
         }
         Ok(())
     }

@@ -206,7 +206,7 @@ impl Pending {
         parsed: &mut Result<TraceLine, LineError>,
     ) {
         match outcome {
-            Outcome::Accepted { event, how, derived, counted, zone } => {
+            Outcome::Accepted { event, how, derived, counted, zone, rules, watermark_ms } => {
                 let Some(event) = event.or_else(|| take_line_event(parsed)) else {
                     // Not reached: an outcome without its event is the line's own event's.
                     tracing::error!(journal_pos = rec.pos, "an accepted event with no event");
@@ -243,6 +243,8 @@ impl Pending {
                         journal_pos: rec.pos,
                         outbox_seq,
                         counted,
+                        rules,
+                        watermark_ms,
                     },
                 ));
             }

@@ -73,6 +73,8 @@ mod tests {
             journal_pos: 1,
             outbox_seq: 1,
             counted: false,
+            rules: Vec::new(),
+            watermark_ms: None,
         };
         (1, LedgerRecord::new(0, entry))
     }

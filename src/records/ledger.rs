@@ -62,6 +62,16 @@ pub enum Acceptance {
     TooLate,
 }
 
+/// One rule that counted an accepted event: its name, and the alert id of the incident the
+/// event joined (as a member, or as evidence of one that begins within the window after it);
+/// absent while it belongs to none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleTouch {
+    pub rule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_id: Option<String>,
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -81,6 +91,14 @@ pub enum LedgerEntry {
         /// Records written before it existed read as `false`.
         #[serde(default)]
         counted: bool,
+        /// Each rule that counted it, with the incident it joined (absent when it counted for
+        /// none; records written before several rules read as empty).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rules: Vec<RuleTouch>,
+        /// Its machine's watermark right after it was decided (absent while the machine has
+        /// none, and in records written before it existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        watermark_ms: Option<i64>,
     },
     /// The same `event_id` with the same content again: counted, never re-counted.
     Duplicate { event_id: String, journal_pos: u64 },
@@ -283,6 +301,8 @@ mod tests {
                 journal_pos: 3,
                 outbox_seq: 4,
                 counted: false,
+                rules: Vec::new(),
+                watermark_ms: None,
             },
             LedgerEntry::Acknowledged { outbox_seqs: vec![4, 5] },
             LedgerEntry::Shed { gap, journal_positions: vec![1, 2], bytes: 99, outbox_seq: 6 },

@@ -173,6 +173,8 @@ mod tests {
             journal_pos: seq,
             outbox_seq: seq,
             counted: false,
+            rules: Vec::new(),
+            watermark_ms: None,
         }
     }
 

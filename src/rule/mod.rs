@@ -430,6 +430,18 @@ impl Engine {
             .collect()
     }
 
+    /// [`Engine::counted_by`] with the rules named: (rule name, incident's alert id).
+    pub fn counted_by_names(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        let rules = &self.p.rules;
+        self.counted_by.iter().map(move |c| (rules[c.rule].name.as_str(), c.incident.as_deref()))
+    }
+
+    /// `machine`'s watermark now (`None` while it has none, or for a machine never seen).
+    pub fn watermark_of(&self, machine: &str) -> Option<i64> {
+        let m = &self.machines[*self.by_name.get(machine)? as usize];
+        (m.wm != i64::MIN).then_some(m.wm)
+    }
+
     /// Machines in first-seen order with their watermarks.
     pub fn watermarks(&self) -> impl Iterator<Item = (&str, Option<i64>)> {
         self.machines.iter().map(|m| (m.name.as_str(), (m.wm != i64::MIN).then_some(m.wm)))

@@ -188,6 +188,8 @@ pub(crate) mod tests {
             journal_pos: seq,
             outbox_seq,
             counted: true,
+            rules: Vec::new(),
+            watermark_ms: None,
         };
         LedgerRecord::new(at, entry)
     }

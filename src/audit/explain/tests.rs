@@ -361,6 +361,8 @@ fn gathers_the_transitions_of_the_alert_and_its_events_only() {
         journal_pos: 1,
         outbox_seq,
         counted: true,
+        rules: Vec::new(),
+        watermark_ms: None,
     };
     let ledger: Vec<(u64, LedgerRecord)> = [
         a(acc("press-7.s1.1", 1)),

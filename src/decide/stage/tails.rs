@@ -176,6 +176,8 @@ mod tests {
             journal_pos,
             outbox_seq: 0,
             counted: false,
+            rules: Vec::new(),
+            watermark_ms: None,
         }
     }
 

@@ -5,6 +5,8 @@
 //! the store's exclusive lock; every other record goes through serde. Reading is serde's alone.
 //! The test below checks the bytes against ciborium's on arbitrary records.
 
+#[cfg(test)]
+use super::RuleTouch;
 use super::{Acceptance, LedgerEntry, LedgerRecord};
 use crate::records::cbor_write::{head, int, map, text};
 
@@ -20,6 +22,8 @@ pub(super) fn encode(prefix: &[u8], record: &LedgerRecord) -> Option<Vec<u8>> {
         journal_pos,
         outbox_seq,
         counted,
+        rules,
+        watermark_ms,
     } = &record.entry
     else {
         return None;
@@ -32,7 +36,7 @@ pub(super) fn encode(prefix: &[u8], record: &LedgerRecord) -> Option<Vec<u8>> {
     text(out, "at_ms");
     int(out, record.at_ms);
     text(out, "entry");
-    map(out, 10);
+    map(out, 10 + u64::from(!rules.is_empty()) + u64::from(watermark_ms.is_some()));
     text(out, "kind");
     text(out, "accepted");
     text(out, "event_id");
@@ -60,6 +64,23 @@ pub(super) fn encode(prefix: &[u8], record: &LedgerRecord) -> Option<Vec<u8>> {
     head(out, 0, *outbox_seq);
     text(out, "counted");
     out.push(if *counted { 0xF5 } else { 0xF4 });
+    if !rules.is_empty() {
+        text(out, "rules");
+        head(out, 4, rules.len() as u64);
+        for r in rules {
+            map(out, 1 + u64::from(r.alert_id.is_some()));
+            text(out, "rule");
+            text(out, &r.rule);
+            if let Some(id) = &r.alert_id {
+                text(out, "alert_id");
+                text(out, id);
+            }
+        }
+    }
+    if let Some(w) = watermark_ms {
+        text(out, "watermark_ms");
+        int(out, *w);
+    }
     Some(v)
 }
 
@@ -78,7 +99,10 @@ mod tests {
         (at_ms, seq, ts_ms, journal_pos, outbox_seq): (i64, u64, i64, u64, u64),
         (event_id, machine, sensor): (String, String, String),
         (how, counted): (u8, bool),
+        (rules, watermark_ms): (Vec<(String, Option<String>)>, Option<i64>),
     ) -> LedgerRecord {
+        let rules =
+            rules.into_iter().map(|(rule, alert_id)| RuleTouch { rule, alert_id }).collect();
         let how = [Acceptance::Applied, Acceptance::LateApplied, Acceptance::TooLate][how as usize];
         LedgerRecord::new(
             at_ms,
@@ -92,6 +116,8 @@ mod tests {
                 journal_pos,
                 outbox_seq,
                 counted,
+                rules,
+                watermark_ms,
             },
         )
     }
@@ -118,8 +144,12 @@ mod tests {
             ints in (edge_i64(), edge_u64(), edge_i64(), edge_u64(), edge_u64()),
             strings in (".{0,40}", "[a-z0-9-]{0,30}", "\\PC{0,300}"),
             how in (0u8..3, any::<bool>()),
+            touched in (
+                proptest::collection::vec(("[a-z-]{0,20}", proptest::option::of("\\PC{0,40}")), 0..4),
+                proptest::option::of(edge_i64()),
+            ),
         ) {
-            let r = accepted(ints, strings, how);
+            let r = accepted(ints, strings, how, touched);
             prop_assert_eq!(encode(&[1], &r), Some([&[1][..], &by_serde(&r)].concat()));
         }
     }

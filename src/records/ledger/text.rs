@@ -60,6 +60,15 @@ fn signed_duration(ms: i64) -> String {
     }
 }
 
+/// The rules that counted an event, in words: `severity (incident ALERT_ID), bearing`.
+fn touched(rules: &[super::RuleTouch]) -> String {
+    let one = |r: &super::RuleTouch| match &r.alert_id {
+        Some(id) => format!("{} (incident {id})", r.rule),
+        None => r.rule.clone(),
+    };
+    rules.iter().map(one).collect::<Vec<_>>().join(", ")
+}
+
 impl LedgerEntry {
     /// The record in words, for people.
     pub fn describe(&self) -> String {
@@ -74,16 +83,24 @@ impl LedgerEntry {
                 journal_pos,
                 outbox_seq,
                 counted,
+                rules,
+                watermark_ms,
             } => {
                 let how = match how {
                     Acceptance::Applied => "applied",
                     Acceptance::LateApplied => "late, applied",
                     Acceptance::TooLate => "too late, not applied",
                 };
-                let counted = if *counted { ", counted for the rule" } else { "" };
+                let counted = match (rules.is_empty(), counted) {
+                    (false, _) => format!(", counted by {}", touched(rules)),
+                    (true, true) => ", counted for the rule".to_string(),
+                    (true, false) => String::new(),
+                };
+                let watermark =
+                    watermark_ms.map_or(String::new(), |w| format!(", watermark then {}", time(w)));
                 format!(
                     "accepted event {event_id} ({machine}/{sensor} seq {seq} at {}): {how}{counted}; \
-                     journal record {journal_pos}, outbox record {outbox_seq}",
+                     journal record {journal_pos}, outbox record {outbox_seq}{watermark}",
                     time(*ts_ms)
                 )
             }
@@ -214,6 +231,7 @@ fn operator(by: &Option<super::Operator>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::RuleTouch;
     use super::*;
 
     #[test]
@@ -228,11 +246,27 @@ mod tests {
             journal_pos: 3,
             outbox_seq: 4,
             counted: true,
+            rules: Vec::new(),
+            watermark_ms: None,
         };
         assert_eq!(
             accepted.describe(),
             "accepted event gw.s.1 (m/s seq 1 at 2023-11-14T22:15:25.000Z): late, applied, \
              counted for the rule; journal record 3, outbox record 4"
+        );
+        let mut by_rules = accepted.clone();
+        if let LedgerEntry::Accepted { rules, watermark_ms, .. } = &mut by_rules {
+            *rules = vec![
+                RuleTouch { rule: "severity".into(), alert_id: Some("gw.severity.m.7".into()) },
+                RuleTouch { rule: "bearing".into(), alert_id: None },
+            ];
+            *watermark_ms = Some(1_700_000_120_000);
+        }
+        assert_eq!(
+            by_rules.describe(),
+            "accepted event gw.s.1 (m/s seq 1 at 2023-11-14T22:15:25.000Z): late, applied, \
+             counted by severity (incident gw.severity.m.7), bearing; journal record 3, outbox \
+             record 4, watermark then 2023-11-14T22:15:20.000Z"
         );
         let range = GapRange::Samples { from_ms: 0, to_ms: 1000 };
         let (machine, sensor, reason) = ("m".to_string(), "s".to_string(), "shed".to_string());

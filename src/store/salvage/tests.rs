@@ -13,6 +13,8 @@ fn accepted(seq: u64, outbox_seq: u64) -> LedgerRecord {
         journal_pos: seq,
         outbox_seq,
         counted: false,
+        rules: Vec::new(),
+        watermark_ms: None,
     };
     LedgerRecord::new(seq as i64, entry)
 }
