@@ -11,9 +11,9 @@
 use std::collections::BTreeSet;
 
 use libfuzzer_sys::fuzz_target;
+use linegate::config::modbus_map::MAX_READ_REGISTERS;
 use linegate::config::rule_version::rule_version;
 use linegate::config::{Config, SourceConfig};
-use linegate::config::modbus_map::MAX_READ_REGISTERS;
 
 fuzz_target!(init: linegate_fuzz::write_seeds(linegate_fuzz::configs), |data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

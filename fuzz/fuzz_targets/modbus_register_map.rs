@@ -10,10 +10,10 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use linegate::event::Unit;
 use linegate::config::modbus_map::{
     BlockMap, Channel, Function, RegisterDecodeError, ValueType, WordOrder,
 };
+use linegate::event::Unit;
 
 #[derive(Arbitrary, Debug)]
 struct ArbChannel {

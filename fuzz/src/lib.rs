@@ -60,12 +60,18 @@ pub fn some_trace_lines() -> Vec<Vec<u8>> {
         r#"{"env_bsf":-1}"#,
         r#"{"kurtosis":3,"kurtosis":4}"#,
     ];
-    let events: Vec<Vec<u8>> =
-        lines.iter().filter(|l| l.windows(9).any(|w| w == b"\"event\":{")).take(4).cloned().collect();
+    let events: Vec<Vec<u8>> = lines
+        .iter()
+        .filter(|l| l.windows(9).any(|w| w == b"\"event\":{"))
+        .take(4)
+        .cloned()
+        .collect();
     for (i, f) in features.iter().enumerate() {
         let Some(line) = events.get(i % events.len().max(1)) else { break };
         let text = String::from_utf8_lossy(line);
-        lines.push(text.replacen("\"event\":{", &format!("\"event\":{{\"features\":{f},"), 1).into());
+        lines.push(
+            text.replacen("\"event\":{", &format!("\"event\":{{\"features\":{f},"), 1).into(),
+        );
     }
     lines
 }
@@ -217,6 +223,8 @@ pub fn ledger_records() -> Vec<Vec<u8>> {
             journal_pos: 3,
             outbox_seq: 4,
             counted: true,
+            rules: Vec::new(),
+            watermark_ms: None,
         },
         LedgerEntry::Acknowledged { outbox_seqs: vec![4, 5] },
         LedgerEntry::Released {
@@ -274,8 +282,13 @@ pub fn checkpoint_payloads() -> Vec<Vec<u8>> {
         .into_iter()
         .take(3)
         .map(|decider| {
-            CheckpointPayload { decider, offsets: [(0, 77)].into(), rule_version: "v".into() }
-                .encode()
+            CheckpointPayload {
+                decider,
+                offsets: [(0, 77)].into(),
+                rule_version: "v".into(),
+                rule_versions: Vec::new(),
+            }
+            .encode()
         })
         .collect();
     // The quarantine entries of the first rejected lines of the poison fixture.
@@ -303,7 +316,7 @@ pub fn control_requests() -> Vec<Vec<u8>> {
         Command::Inspect { json: true },
         Command::Status { json: false },
         Command::Explain { alert_id: "press-7-1".into(), json: true, members: Some(10) },
-        Command::Reconcile { json: false },
+        Command::Reconcile { json: false, record: false },
         Command::Quarantine { action: Action::Release { id: 3, at: Some(1_700_000_000_000) } },
         Command::Quarantine { action: Action::List },
         Command::Dump { what: "ledger".into() },
