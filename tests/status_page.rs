@@ -2,8 +2,10 @@
 //! which `scripts/setup` installs) loads `/` from a running daemon's metrics listener while a
 //! paced trace streams; the DOM it built must show the machine with its open incident and its
 //! evidence, every sensor with its state (one of them silent, its tail missing), the outbox, and
-//! the page must refresh itself. A screenshot is kept as an artifact under
-//! `target/artifacts/status-page.png`.
+//! the page must refresh itself; the machine's trend must be an inline SVG with its values, the
+//! threshold and the incident, drawn at its size (measured by a script the test adds to a copy
+//! of the page: the page has none); the page must reference nothing outside itself. A screenshot
+//! is kept as an artifact under `target/artifacts/status-page.png`.
 
 mod support;
 
@@ -52,6 +54,25 @@ fn chromium(args: &[&str], url: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The size Chromium lays the first trend's SVG out at, and the size of its values' line (px):
+/// a copy of the page's DOM with a script added that writes both into the DOM.
+fn measured_trend(dir: &Path, dom: &str) -> ((f64, f64), (f64, f64)) {
+    let script = "<script>for (const s of document.querySelectorAll('svg.trend')) {\
+        const r = s.getBoundingClientRect(); const b = s.querySelector('.values').getBBox();\
+        s.setAttribute('data-measured', [r.width, r.height, b.width, b.height].join(' '));}</script>";
+    let page =
+        dom.replace("http-equiv=\"refresh\"", "").replace("</body>", &format!("{script}</body>"));
+    let copy = dir.join("measure.html");
+    std::fs::write(&copy, page).unwrap();
+    let measured = chromium(&["--dump-dom"], &format!("file://{}", copy.display()));
+    let at = measured.find("data-measured=\"").expect("the script measured the trend") + 15;
+    let v: Vec<f64> = measured[at..measured[at..].find('"').unwrap() + at]
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    ((v[0], v[1]), (v[2], v[3]))
+}
+
 #[test]
 fn the_status_page_shows_machines_incidents_and_sensor_states_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,6 +115,27 @@ fn the_status_page_shows_machines_incidents_and_sensor_states_in_chromium() {
         assert!(dom.contains(needle), "{needle:?} not in the page's DOM:\n{dom}");
     }
     assert!(!dom.contains("<script"), "no script on the page");
+    for attr in ["src=", "href="] {
+        for (at, _) in dom.match_indices(attr) {
+            let value = &dom[at + attr.len()..];
+            assert!(value.starts_with("\"#"), "an external {attr} in the page: {}", &dom[at..]);
+        }
+    }
+    for needle in [
+        "<figure class=\"trend\" data-machine=\"press-7\" data-rule=\"high-vibration\"><svg class=\"trend\"",
+        "press-7, rule high-vibration: accel_rms",
+        "<polyline class=\"values\"",
+        "class=\"threshold\"",
+        "threshold 0.5 g",
+        "class=\"incident\"",
+        "accel_rms (g)",
+        "time (UTC), 2023-11-14",
+    ] {
+        assert!(dom.contains(needle), "{needle:?} not in the page's trends:\n{dom}");
+    }
+    let (svg, line) = measured_trend(dir.path(), &dom);
+    assert!(svg.0 >= 700.0 && svg.1 >= 230.0, "the trend drawn at {svg:?} px");
+    assert!(line.0 > 1.0 && line.1 > 10.0, "its values drawn over {line:?} px");
     let artifacts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
     let shot = artifacts.join("status-page.png");
