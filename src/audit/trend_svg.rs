@@ -127,7 +127,8 @@ fn scale(c: &Chart<'_>) -> Scale {
     let wanted = [data_max, c.threshold.unwrap_or(0.0), zone_d.map_or(0.0, |d| d * 1.25)]
         .into_iter()
         .fold(0.0f64, f64::max);
-    let cap = reference.map_or(f64::INFINITY, |r| r * OFF_SCALE);
+    // Within a quarter of f64's range, so that the span and its ticks stay finite.
+    let cap = reference.map_or(f64::MAX / 4.0, |r| (r * OFF_SCALE).min(f64::MAX / 4.0));
     let lo = data_min.min(0.0).max(-cap);
     let mut hi = (wanted * 1.1).min(cap);
     if hi <= lo {
@@ -140,7 +141,7 @@ fn scale(c: &Chart<'_>) -> Scale {
 }
 
 fn x_of(c: &Chart<'_>, t: i64) -> f64 {
-    let f = (t - c.start_ms) as f64 / (c.end_ms - c.start_ms) as f64;
+    let f = (t as f64 - c.start_ms as f64) / (c.end_ms as f64 - c.start_ms as f64);
     LEFT + f.clamp(0.0, 1.0) * PLOT_W
 }
 

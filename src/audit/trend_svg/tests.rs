@@ -111,6 +111,16 @@ fn values_far_above_the_threshold_are_drawn_at_the_top_and_said_off_scale() {
 }
 
 #[test]
+fn extreme_magnitudes_and_times_still_draw_inside_the_plot() {
+    let pts = series(&[1e308, -1e308, f64::MAX]);
+    let incidents = [Span { label: "i".into(), onset_ms: i64::MIN, end_ms: Some(i64::MAX) }];
+    let svg = render(&Chart { threshold: None, ..chart(&pts, &incidents) }).unwrap();
+    assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+    assert!(polyline_points(&svg).into_iter().all(inside_plot), "{svg}");
+    assert_eq!(svg.matches("class=\"incident\"").count(), 1, "{svg}");
+}
+
+#[test]
 fn zones_and_incidents_are_shaded_where_they_are() {
     let pts = series(&[1.0, 3.0, 5.0]);
     let incidents = [
