@@ -21,19 +21,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use linegate::features::{
     rms_and_peak, AccelUnit, Band, Bearing, DefectOrders, EnvelopeMethod, Extractor, Params,
 };
-use linegate::synth::Rng;
-
-fn frame(rate: usize) -> Vec<f64> {
-    let mut rng = Rng::new(17);
-    (0..rate)
-        .map(|i| {
-            let t = i as f64 / rate as f64;
-            let carrier = (2.0 * std::f64::consts::PI * 0.3 * rate as f64 * t).sin();
-            let modulation = 1.0 + 0.5 * (2.0 * std::f64::consts::PI * 162.2 * t).cos();
-            0.2 * carrier * modulation + 0.1 * (rng.unit() - 0.5)
-        })
-        .collect()
-}
+use linegate::synth::vibration_frame;
 
 /// The calling thread's CPU time.
 fn thread_cpu_time() -> Duration {
@@ -105,7 +93,7 @@ impl ValueFormatter for CpuFormatter {
 fn features(c: &mut Criterion<ThreadCpuTime>) {
     for (rate, band) in [(3200usize, Band::new(500.0, 1500.0)), (12000, Band::new(2000.0, 5000.0))]
     {
-        let samples = frame(rate);
+        let samples = vibration_frame(rate);
         let mut g = c.benchmark_group(format!("features_{rate}hz"));
         g.throughput(Throughput::Elements(rate as u64));
         g.sample_size(30);

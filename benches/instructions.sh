@@ -7,16 +7,29 @@
 #  2. `replay` per event line (generated traces of 50 machines x 1 sensor), parse and decide;
 #  3. the daemon per raw sample, ingest to journal, decide and checkpoint (`linegate run
 #     --exit-at-end`, no forwarder: everything stays queued), 8 sensors at 3200 Hz
-#     (`benches/daemon_trace.py`).
-# Needs valgrind. Writes nothing outside a temporary directory.
-# usage: benches/instructions.sh
+#     (`benches/daemon_trace.py`);
+#  4. the feature path per sample of a one-second frame at 3200 Hz and 12 kHz
+#     (`examples/features_load`): the frame cutter's RMS/peak pass without spectral features,
+#     velocity and the moments, and every feature with each envelope method.
+# Needs valgrind (a benchmark tool: scripts/setup does not install it). Writes nothing outside a
+# temporary directory.
+# usage: benches/instructions.sh [features]   (features: part 4 alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=benches/support/trace_config.sh
 . benches/support/trace_config.sh
-events_bench_setup
-cargo build --release --locked -q --example rule_load
+only=${1:-all}
+if [ "$only" = features ]; then
+    WORK=$(mktemp -d)
+    # shellcheck disable=SC2064 # WORK is expanded now, on purpose
+    trap "rm -rf '$WORK'" EXIT
+else
+    events_bench_setup
+    cargo build --release --locked -q --example rule_load
+fi
 LOAD=${CARGO_TARGET_DIR:-target}/release/examples/rule_load
+cargo build --release --locked -q --example features_load
+FEAT=${CARGO_TARGET_DIR:-target}/release/examples/features_load
 
 # instructions COMMAND...: the instructions callgrind counts in every thread of COMMAND, less
 # those of sled's `Lazy::deref`: the spin-wait of its global concurrency control, which valgrind
@@ -37,6 +50,21 @@ print(total - spin)'
 }
 # per A B C D: (B - A) / (D - C).
 per() { python3 -c "import sys; a, b, c, d = map(int, sys.argv[1:]); print(f'{(b - a) / (d - c):.0f}')" "$@"; }
+
+# features: part 4, instructions per sample from runs of 20 and 60 frames.
+features() {
+    for rate in 3200 12000; do
+        for mode in cutter velocity fixed whitened kurtogram; do
+            i1=$(instructions "$FEAT" "$rate" 20 "$mode")
+            i2=$(instructions "$FEAT" "$rate" 60 "$mode")
+            echo "features $rate Hz $mode: $(per "$i1" "$i2" $((20 * rate)) $((60 * rate))) instructions/sample"
+        done
+    done
+}
+if [ "$only" = features ]; then
+    features
+    exit 0
+fi
 
 for mode in normal hot; do
     hot=(); [ "$mode" = normal ] || hot=(hot)
@@ -66,3 +94,5 @@ trace_config "$WORK/s2" "$WORK/d2.jsonl" 0.0 > "$WORK/d2.toml"
 i1=$(instructions "$BIN" run --exit-at-end --config "$WORK/d1.toml")
 i2=$(instructions "$BIN" run --exit-at-end --config "$WORK/d2.toml")
 echo "daemon: $(per "$i1" "$i2" $((5 * 8 * 3200)) $((15 * 8 * 3200))) instructions/raw sample (8 sensors x 3200 Hz, 5 s and 15 s)"
+
+features

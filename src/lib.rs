@@ -63,4 +63,5 @@ pub mod synth;
 pub mod telemetry;
 pub mod timefmt;
 pub mod trace;
+pub mod trend;
 pub mod whatif;

@@ -31,6 +31,22 @@ impl Rng {
     }
 }
 
+/// One second of acceleration at `rate` Hz (in g) for the feature path's benchmarks
+/// (`benches/features.rs`, `examples/features_load.rs`): a carrier at 0.3 x `rate`
+/// amplitude-modulated at 162.2 Hz (the CWRU inner-race defect frequency), plus deterministic
+/// noise. The feature path's cost does not depend on what the samples hold.
+pub fn vibration_frame(rate: usize) -> Vec<f64> {
+    let mut rng = Rng::new(17);
+    (0..rate)
+        .map(|i| {
+            let t = i as f64 / rate as f64;
+            let carrier = (2.0 * std::f64::consts::PI * 0.3 * rate as f64 * t).sin();
+            let modulation = 1.0 + 0.5 * (2.0 * std::f64::consts::PI * 162.2 * t).cos();
+            0.2 * carrier * modulation + 0.1 * (rng.unit() - 0.5)
+        })
+        .collect()
+}
+
 /// The shape of the load.
 #[derive(Debug, Clone)]
 pub struct Load {

@@ -21,6 +21,8 @@ pub mod sampler;
 pub mod status;
 pub mod status_asset;
 pub mod status_page;
+pub mod status_trends;
+pub mod trend_svg;
 pub mod view;
 
 use std::io::Write;

@@ -291,17 +291,24 @@ pub fn gather(view: &View<'_>, config: &Config, live: Option<&Live>) -> Result<S
     })
 }
 
-/// The latest revision of every alert not yet closed or superseded, by machine.
-fn open_incidents(
+/// The latest revision of every alert in the archive, by alert id.
+pub fn latest_alerts(
     store: &crate::store::Store,
-) -> Result<BTreeMap<String, Vec<OpenIncident>>, AuditError> {
+) -> Result<BTreeMap<String, AlertRecord>, AuditError> {
     let mut latest: BTreeMap<String, AlertRecord> = BTreeMap::new();
     for r in store.archive_scan(ALERTS) {
         let a = super::decode_alert(r?)?;
         latest.insert(a.alert_id.clone(), a);
     }
+    Ok(latest)
+}
+
+/// The latest revision of every alert not yet closed or superseded, by machine.
+fn open_incidents(
+    store: &crate::store::Store,
+) -> Result<BTreeMap<String, Vec<OpenIncident>>, AuditError> {
     let mut out: BTreeMap<String, Vec<OpenIncident>> = BTreeMap::new();
-    for a in latest.into_values() {
+    for a in latest_alerts(store)?.into_values() {
         if matches!(a.kind, AlertKind::Close | AlertKind::Supersede) {
             continue;
         }

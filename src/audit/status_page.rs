@@ -3,11 +3,13 @@
 //! asset (a line-side network has no internet), read-only, refreshing itself every
 //! [`REFRESH_S`] seconds. Delay and gaps are shown as what they are: a sensor behind says by how
 //! much, a quiet sensor's tail says whether it is delayed (idle, may still come in time) or
-//! missing (silent). Times in RFC 3339 and "x ago".
+//! missing (silent). Times in RFC 3339 and "x ago". Per machine and rule, an inline SVG trend of
+//! the last hour (`super::status_trends`, drawn by `super::trend_svg`).
 
 use std::fmt::Write as _;
 
 use super::status::{words, Drain, SensorRow, Status};
+use super::status_trends::Trends;
 use crate::records::sensors::SensorState;
 use crate::timefmt::time;
 
@@ -34,10 +36,11 @@ const STYLE: &str = "body{font-family:sans-serif;margin:1em 2em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:left}\
 th{background:#eee}.live{background:#d8f5d8}.idle{background:#fff3c4}.silent{background:#f8d0d0}\
 .zone-A{background:#d8f5d8}.zone-B{background:#eef8c8}.zone-C{background:#fff3c4}.zone-D{background:#f8d0d0}\
-.bad{color:#a00;font-weight:bold}.muted{color:#666}h2{margin-top:1.2em}";
+.bad{color:#a00;font-weight:bold}.muted{color:#666}h2{margin-top:1.2em}\
+.trends{display:flex;flex-wrap:wrap;gap:1em}figure.trend{margin:0}";
 
-/// The page for `st`.
-pub fn render(st: &Status) -> String {
+/// The page for `st`, with `trends` after the machines.
+pub fn render(st: &Status, trends: &Trends) -> String {
     let mut h = String::new();
     let now = st.daemon.as_ref().map_or(st.reference_ms, |l| l.now_ms);
     let _ = write!(
@@ -77,6 +80,7 @@ pub fn render(st: &Status) -> String {
         time(st.reference_ms)
     );
     machines(&mut h, st);
+    super::status_trends::section(&mut h, trends);
     sensors(&mut h, &st.sensors);
     outbox(&mut h, st);
     h.push_str("<h2>Gateway</h2><table id=\"gateway-state\">");

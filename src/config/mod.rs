@@ -241,11 +241,16 @@ impl Default for MqttConfig {
 pub struct MetricsConfig {
     /// Parses as a `SocketAddr` (checked at load).
     pub listen: String,
+    /// Buckets per hour of the status page's trends (`crate::trend`), 0..=3600; 0: no trends.
+    pub trend_points: u32,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
-        MetricsConfig { listen: "127.0.0.1:9898".to_owned() }
+        MetricsConfig {
+            listen: "127.0.0.1:9898".to_owned(),
+            trend_points: crate::trend::DEFAULT_POINTS,
+        }
     }
 }
 
@@ -706,7 +711,17 @@ impl Ctx<'_> {
                 format!("{listen:?} is not an address:port like \"127.0.0.1:9898\" ({e})"),
             ));
         }
-        Ok(MetricsConfig { listen })
+        let max = crate::trend::MAX_POINTS;
+        let trend_points = match raw.trend_points {
+            None => MetricsConfig::default().trend_points,
+            Some(n) => u32::try_from(n).ok().filter(|&n| n <= max).ok_or_else(|| {
+                self.err(
+                    "metrics.trend_points",
+                    format!("must be between 0 (no trends) and {max} (one a second), got {n}"),
+                )
+            })?,
+        };
+        Ok(MetricsConfig { listen, trend_points })
     }
 
     fn validate_control(&self, raw: RawControl, store: &std::path::Path) -> Result<ControlConfig> {

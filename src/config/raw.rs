@@ -136,6 +136,7 @@ pub(super) struct RawMqtt {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMetrics {
     pub(super) listen: Option<String>,
+    pub(super) trend_points: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

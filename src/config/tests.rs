@@ -145,7 +145,7 @@ fn contract_example_parses_exactly() {
             prefix: "linegate".into(),
             forward: Default::default(),
         },
-        metrics: MetricsConfig { listen: "127.0.0.1:9898".into() },
+        metrics: MetricsConfig { listen: "127.0.0.1:9898".into(), trend_points: 240 },
         control: ControlConfig { socket: Some(PathBuf::from("/run/linegate/control.sock")) },
         source: vec![SourceConfig::Trace(TraceSource {
             path: PathBuf::from("fixtures/traces/demo.jsonl"),
@@ -175,6 +175,7 @@ fn defaults_fill_in_and_match_for_replay_defaults() {
     assert_eq!(c.store.path, PathBuf::from("/var/lib/linegate"));
     assert_eq!(c.mqtt.port, 1883);
     assert_eq!(c.metrics.listen, "127.0.0.1:9898");
+    assert_eq!(c.metrics.trend_points, 240);
     assert!(c.source.is_empty());
 }
 
@@ -328,6 +329,8 @@ fn impossible_values_are_rejected() {
     assert_err(with("[mqtt]\nprefix = \"a/#\"\n"), "mqtt.prefix", &["'#'"]);
     assert_err(with("[mqtt]\nhost = \"\"\n"), "mqtt.host", &["non-empty"]);
     assert_err(with("[metrics]\nlisten = \"localhost\"\n"), "metrics.listen", &["\"localhost\""]);
+    assert_err(with("[metrics]\ntrend_points = 3601\n"), "metrics.trend_points", &["3601"]);
+    assert_err(with("[metrics]\ntrend_points = -1\n"), "metrics.trend_points", &["got -1"]);
     assert_err(with("[store]\npath = \"\"\n"), "store.path", &["empty"]);
     assert_err(with("[store]\ncommit_interval = \"0s\"\n"), "store.commit_interval", &["0 ms"]);
     assert_err(with("[store]\ncommit_records = 0\n"), "store.commit_records", &[">= 1"]);

@@ -208,7 +208,10 @@ pub fn status_page(d: &Daemon) -> Result<String, String> {
     let view = View::Daemon(DaemonView { store: &d.store, decide: &d.decide, peer });
     let st = crate::audit::status::gather(&view, &d.config, Some(&live(d)))
         .map_err(|e| e.to_string())?;
-    Ok(crate::audit::status_page::render(&st))
+    let book = d.telemetry.trends();
+    let trends =
+        crate::audit::status_trends::gather(&view, &d.config, &book).map_err(|e| e.to_string())?;
+    Ok(crate::audit::status_page::render(&st, &trends))
 }
 
 /// What only the running process knows, for `status`.

@@ -32,6 +32,7 @@ use crate::rule::{Engine, Params, StateSize, Verdict};
 use crate::stamp::{FrameCutter, FrameParams, MachineFeatures};
 use crate::trace::parse::parse_line_and_event_span;
 use crate::trace::{Arrival, TraceLine};
+use crate::trend::TrendBook;
 
 use super::input::ParsedLine;
 
@@ -102,6 +103,9 @@ pub struct Decider {
     iso: BTreeMap<String, IsoClass>,
     /// Per machine, its accepted event with a velocity of the latest `ts_ms`: `(ts_ms, mm/s)`.
     velocities: BTreeMap<String, (i64, f64)>,
+    /// Each rule's measurement of every accepted event, for the status page's trends, when kept
+    /// ([`Decider::keeping_trends`]); not part of the snapshot.
+    trends: Option<TrendBook>,
 }
 
 /// What a snapshot holds: the cores' own snapshots, ingest time and the counts.
@@ -184,6 +188,7 @@ impl Decider {
             outcomes: None,
             iso: iso_classes(config),
             velocities: BTreeMap::new(),
+            trends: None,
         }
     }
 
@@ -191,6 +196,18 @@ impl Decider {
     pub fn reporting(mut self) -> Self {
         self.outcomes = Some(Vec::new());
         self
+    }
+
+    /// This decider, keeping each rule's measurement of every event it accepts from now on in a
+    /// [`TrendBook`] of `points` buckets per hour (0: it keeps none).
+    pub fn keeping_trends(mut self, points: u32) -> Self {
+        self.trends = (points > 0).then(|| TrendBook::new(points));
+        self
+    }
+
+    /// The trends kept, when [`Decider::keeping_trends`].
+    pub fn trends(&self) -> Option<&TrendBook> {
+        self.trends.as_ref()
     }
 
     /// The outcomes since the last call (empty unless [`Decider::reporting`]).
@@ -220,6 +237,7 @@ impl Decider {
             outcomes: None,
             iso: iso_classes(config),
             velocities: s.velocities,
+            trends: None,
         })
     }
 
@@ -485,6 +503,14 @@ impl Decider {
             }
             Verdict::Rejected(why) => return Err(why),
         };
+        if let Some(book) = self.trends.as_mut() {
+            for (i, r) in self.engine.params().rules.iter().enumerate() {
+                let value = r.measurement(ev).and_then(|(v, unit)| unit.convert(v, r.unit));
+                if let Some(v) = value {
+                    book.record(&ev.machine, i, ev.ts_ms, v);
+                }
+            }
+        }
         let velocity = velocity_of(ev);
         if let Some(v) = velocity {
             self.note_velocity(&ev.machine, ev.ts_ms, v);

@@ -67,6 +67,36 @@ mod tests {
         assert_eq!(pending.records, 1);
     }
 
+    /// With trends kept, every accepted event's measurement lands in its rule's series, in the
+    /// rule's unit (two rules: `accel_rms` in m/s2, `velocity_rms` that these events lack); a
+    /// duplicate adds nothing.
+    #[test]
+    fn accepted_events_feed_each_rule_s_trend_in_its_unit() {
+        let toml = "[gateway]\nid = \"gw\"\n[[rule]]\nname = \"a\"\nunit = \"m/s2\"\n\
+                    threshold = 4.9\n[[rule]]\nname = \"v\"\nmetric = \"velocity_rms\"\n\
+                    threshold = 4.5\n";
+        let config = Config::from_toml(toml, "t.toml").unwrap();
+        let mut decider = Decider::new(&config).reporting().keeping_trends(240);
+        let mut pending = Pending::default();
+        let t = 1_700_000_000_000i64;
+        for (pos, (seq, value)) in [(1, 0.1), (2, 0.3), (2, 0.3)].into_iter().enumerate() {
+            let line = format!(
+                r#"{{"at": {at}, "kind": "event", "event": {{"event_id": "press-1.s1.{seq}", "machine": "press-1", "sensor": "s1", "seq": {seq}, "ts_ms": {ts}, "clock": {{"state": "synced"}}, "metric": "accel_rms", "value": {value}, "unit": "g", "schema": 1, "quality": "good"}}}}"#,
+                at = t + seq * 1000 + 300,
+                ts = t + seq * 1000,
+            );
+            let rec = JournalRecord { pos: pos as u64 + 1, at: t, origin: None, line: line.into() };
+            decide(&mut decider, &mut pending, &rec, None);
+        }
+        let book = decider.trends().unwrap();
+        let m = book.machine("press-1").unwrap();
+        let kept: Vec<(f64, f64)> = m.series[0].buckets().map(|b| (b.min, b.max)).collect();
+        assert_eq!(kept, vec![(0.1 * 9.80665, 0.3 * 9.80665)]);
+        assert!(m.series.get(1).is_none_or(|s| s.is_empty()), "no velocity in these events");
+        assert_eq!(m.newest_ms, t + 2000);
+        assert!(Decider::new(&config).trends().is_none(), "kept only when asked");
+    }
+
     /// The stamp stage's spans: a block of raw samples cut into frames (the event of the frame it
     /// completed), and, a minute of ingest time later, the stalled sensor's open frame flushed.
     #[test]

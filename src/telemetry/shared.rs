@@ -1,9 +1,10 @@
 //! What the stages of `linegate run` share for telemetry ([`Telemetry`]): the [`Metrics`]
 //! handle, the watchdog [`Heartbeat`], the MQTT forwarder's counters, each machine's latest
-//! watermark and the outbox's drain rate. The stages report through it where the work happens:
-//! the decide stage after every checkpoint (decision counters, rule state, watermarks, processing
-//! latency), the journal's group commits their duration ([`Telemetry::journal_committed`]), bus
-//! sources their FIFO overruns, the metrics sampler what only the store knows.
+//! watermark, the outbox's drain rate and the decider's trends. The stages report through it
+//! where the work happens: the decide stage after every checkpoint (decision counters, rule
+//! state, watermarks, trends, processing latency), the journal's group commits their duration
+//! ([`Telemetry::journal_committed`]), bus sources their FIFO overruns, the metrics sampler what
+//! only the store knows.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::watchdog::Heartbeat;
 use super::{ForwardStats, Metrics};
+use crate::trend::TrendBook;
 
 /// What the stages share for telemetry. Cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +25,8 @@ pub struct Telemetry {
     watermarks: Arc<Mutex<BTreeMap<String, i64>>>,
     /// The outbox's drain rate (records per second, as f64 bits), as of the last look.
     drain_rate: Arc<AtomicU64>,
+    /// The decider's trends (`crate::trend`), as of the last checkpoint, for the status page.
+    trends: Arc<Mutex<TrendBook>>,
 }
 
 impl Telemetry {
@@ -43,6 +47,18 @@ impl Telemetry {
     /// The sampler's latest drain rate.
     pub fn set_drain_rate(&self, rate: f64) {
         self.drain_rate.store(rate.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The trends as of the last checkpoint (empty before the first).
+    pub fn trends(&self) -> TrendBook {
+        self.trends.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Keeps a copy of the decider's trends.
+    pub fn publish_trends(&self, book: &TrendBook) {
+        if let Ok(mut t) = self.trends.lock() {
+            t.copy_from(book);
+        }
     }
 
     /// Each machine's latest watermark.

@@ -277,7 +277,7 @@ impl DecideStage {
         }
         Ok(DecideStage {
             store,
-            decider: decider.reporting(),
+            decider: decider.reporting().keeping_trends(config.metrics.trend_points),
             offsets,
             pending: Pending::default(),
             last_pos,
@@ -706,6 +706,9 @@ fn report_checkpoint(
         m.set_watermarks(at, decider.watermarks());
     }
     t.note_watermarks(decider.watermarks());
+    if let Some(book) = decider.trends() {
+        t.publish_trends(book);
+    }
     for &s in latencies_s {
         m.observe_processing_latency(s);
     }
