@@ -49,6 +49,9 @@ pub(super) struct RawRule {
     pub(super) also_max: Option<i64>,
     pub(super) early: Option<bool>,
     pub(super) machines: Option<BTreeMap<String, RawMachineRule>>,
+    /// A composite rule's members (`composite.rs`).
+    pub(super) all_of: Option<Vec<String>>,
+    pub(super) sequence: Option<Vec<String>>,
 }
 
 /// The rules as written: one `[rule]` table, or `[[rule]]` tables (`super::rules`).
