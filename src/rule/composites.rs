@@ -120,20 +120,45 @@ pub(super) fn restore(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Engine, Params};
-    use crate::event::features::{Feature, Features};
+    use super::super::{Engine, Params, RuleParams};
+    use super::{CompositeParams, Spec};
+    use crate::event::features::{Feature, Features, MeasureUnit};
     use crate::event::{ClockEvidence, Event, Metric, Quality, Unit};
     use crate::rule::alert::{AlertKind, AlertRecord};
 
     const T0: i64 = 1_700_000_000_000;
 
+    /// vib (accel_rms >= 0.5 g) and env (env_bpfi >= 8), each 2 in 1 min, and both = all_of
+    /// [vib, env] within 2 min.
     fn params() -> Params {
-        let text = "[gateway]\nid = \"gw\"\n\
-            [[rule]]\nname = \"vib\"\nthreshold = 0.5\nwindow = \"1m\"\ncount = 2\n\
-            [[rule]]\nname = \"env\"\nmetric = \"env_bpfi\"\nthreshold = 8.0\nwindow = \"1m\"\n\
-            count = 2\n\
-            [[rule]]\nname = \"both\"\nall_of = [\"vib\", \"env\"]\nwindow = \"2m\"\n";
-        Params::from_config(&crate::config::Config::from_toml(text, "test").unwrap())
+        let mut p = Params::defaults("gw");
+        let vib = RuleParams {
+            name: "vib".into(),
+            version: "v1".into(),
+            threshold: 0.5,
+            window_ms: 60_000,
+            count: 2,
+            ..p.rule().clone()
+        };
+        let env = RuleParams {
+            name: "env".into(),
+            version: "e1".into(),
+            metric: Feature::EnvBpfi,
+            unit: MeasureUnit::One,
+            threshold: 8.0,
+            ..vib.clone()
+        };
+        p.rules = vec![vib, env];
+        let spec = Spec::all_of(vec!["vib".into(), "env".into()], 120_000).unwrap();
+        let both = CompositeParams {
+            name: "both".into(),
+            version: "b1".into(),
+            spec,
+            members: vec![0, 1],
+            early: false,
+        };
+        p.composites = vec![both];
+        p
     }
 
     /// Events of press-7 every 10 s from 0 to 300 s: vib high at 20 and 40 s, env at 150 and
@@ -202,7 +227,7 @@ mod tests {
             .collect();
         assert_eq!(cited, [("vib", 40_000, 2), ("env", 150_000, 2)]);
         assert_eq!(last.evidence.len(), 4, "the members' evidence events, once each");
-        assert!(!last.rule_version.is_empty());
+        assert_eq!(last.rule_version, "b1");
         // The open is published after the member alerts it cites opened.
         let open = all.iter().position(|a| a.rule == "both").unwrap();
         assert!(all[..open].iter().any(|a| a.rule == "env" && a.kind == AlertKind::Open));
