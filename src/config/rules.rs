@@ -84,7 +84,7 @@ impl Ctx<'_> {
                          it combines",
                     ));
                 }
-                return Ok((self.validate_rule(raw, &key)?, Vec::new(), false, Vec::new()));
+                return Ok((self.validate_rule(*raw, &key)?, Vec::new(), false, Vec::new()));
             }
             Some(RawRules::Many(tables)) => tables,
         };
