@@ -656,4 +656,17 @@ fn late_event_completes_a_composite_after_a_restart() {
     assert_eq!(cited, ["vib", "env"], "{completed}");
     let vib = &completed["members"][0];
     assert!(vib["evidence"].as_array().unwrap().iter().any(|e| e == late_id), "{completed}");
+    // Its records took the path of every alert: one ledger `alert` record each, queued in the
+    // outbox and acknowledged (`--forward local-ack`).
+    let ledger = support::ledger(&stage.config);
+    let id = completed["alert_id"].as_str().unwrap();
+    let queued: Vec<&Value> =
+        ledger.iter().filter(|e| e["kind"] == "alert" && e["alert_id"] == id).collect();
+    let kinds: Vec<&str> = queued.iter().map(|e| e["alert_kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["open", "close"], "{queued:?}");
+    let seqs: BTreeSet<u64> = queued.iter().map(|e| e["outbox_seq"].as_u64().unwrap()).collect();
+    let acked = ledger.iter().filter(|e| e["kind"] == "acknowledged").flat_map(|e| {
+        e["outbox_seqs"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect::<Vec<_>>()
+    });
+    assert_eq!(acked.filter(|s| seqs.contains(s)).count(), 2, "both acknowledged once");
 }
