@@ -171,3 +171,27 @@ fn check_config_prints_every_rule_of_the_several_rule_examples() {
         assert!(versions.iter().all(|v| v.len() == 16) && versions[0] != versions[1], "{stdout}");
     }
 }
+
+/// The composite example (`bearing-and-severity.toml`): two measurement rules and a composite
+/// `all_of` over them, which `check-config` prints with its members, window and version; its
+/// version follows its members' (docs/contracts.md section 6).
+#[test]
+fn check_config_prints_the_composite_example_with_its_members() {
+    let path = config_dir().join("bearing-and-severity.toml");
+    let c = Config::load(&path).unwrap();
+    let measurement: Vec<&str> = c.rules().map(|r| r.name.as_str()).collect();
+    assert_eq!(measurement, ["severity-zone-C", "inner-race"]);
+    let composite = c.composite_named("bearing-and-severity").expect("the composite rule");
+    assert_eq!(composite.kind(), "all_of");
+    assert_eq!(composite.spec.members(), ["severity-zone-C", "inner-race"]);
+    assert_eq!(composite.spec.window_ms(), 600_000);
+    let stdout = run(linegate(&["check-config"]).arg(&path).current_dir(root())).success();
+    let version = linegate::config::rule_version::composite_version(&c, composite);
+    let want = format!(
+        "rule bearing-and-severity: all_of [severity-zone-C, inner-race] within 10 min 0 s, \
+         version {version}"
+    );
+    assert!(stdout.contains(&want), "{want:?} missing in:\n{stdout}");
+    let rules = stdout.lines().filter(|l| l.starts_with("  rule ")).count();
+    assert_eq!(rules, 3, "{stdout}");
+}

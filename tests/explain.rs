@@ -93,6 +93,29 @@ fn a_late_merge_explained_revision_by_revision() {
     assert!(text.contains("(superseded; this alert carries on) → amend"), "{text}");
 }
 
+/// A composite alert (docs/contracts.md section 4, composite rules): its rule, then one line per
+/// member alert it cites, with the member's onset, its evidence count and the member rule's own
+/// line; `--json` carries the same under `composite`.
+#[test]
+fn a_composite_alert_explained_member_by_member() {
+    let (_dir, config) = decided("composite_all_of", "composite_all_of.toml");
+    let text = explained(&config);
+    compare(&text, &fixture("fixtures/expected/composite_all_of.explain.txt"));
+    let id = alert_ids(&config).into_iter().find(|id| id.contains("/both/")).unwrap();
+    let one = cli(&["explain", &id], &config);
+    assert!(one.contains("all_of [vib, env] within 2 min"), "{one}");
+    let member_lines: Vec<&str> = one.lines().filter(|l| l.starts_with("  member ")).collect();
+    assert_eq!(member_lines.len(), 2, "{one}");
+    assert!(member_lines[0].starts_with("  member vib: alert gw-test/vib/press-7/"), "{one}");
+    assert!(member_lines[1].contains("2 evidence event(s)"), "{one}");
+    let x: Value = serde_json::from_str(&cli(&["explain", &id, "--json"], &config)).unwrap();
+    let members = x["composite"]["members"].as_array().unwrap();
+    let rules: Vec<&str> = members.iter().map(|m| m["rule"].as_str().unwrap()).collect();
+    assert_eq!(rules, ["vib", "env"], "{x}");
+    assert!(members.iter().all(|m| m["onset_ms"].is_i64() && m["evidence"] == 2), "{x}");
+    assert_eq!(x["composite"]["kind"], "all_of", "{x}");
+}
+
 #[test]
 fn count_clock_says_which_events_did_not_count_for_their_clock() {
     let (_dir, config) = decided("count_clock", "count_clock.toml");

@@ -17,7 +17,8 @@ use std::path::Path;
 use linegate::rule::alert::AlertRecord;
 use serde_json::Value;
 use support::applied::{self, Rules};
-use support::incidents::{check_revisions, final_incidents};
+use support::composite::{self, Composite};
+use support::incidents::{check_revisions, final_incidents, FinalIncident};
 use support::{fixture, linegate, replay, run, trace};
 
 /// The goldens whose scenario has no incident (make_golden.py says why). The reference must find
@@ -67,8 +68,14 @@ fn agrees_with_the_reference(name: &str, config: &Path, alerts: &Path, summary: 
             alerts.display()
         );
     }
+    let composites = Composite::load(config);
+    for c in &composites {
+        composite_agrees(c, &per_rule, &records, alerts);
+    }
     let names: Vec<&str> = per_rule.iter().map(|(r, _)| r.as_str()).collect();
-    assert!(records.iter().all(|r| names.contains(&r.rule.as_str())), "{}", alerts.display());
+    let composite_names: Vec<&str> = composites.iter().map(|c| c.name.as_str()).collect();
+    let known = |r: &str| names.contains(&r) || composite_names.contains(&r);
+    assert!(records.iter().all(|r| known(&r.rule)), "{}", alerts.display());
     let want: Vec<_> = per_rule.iter().flat_map(|(_, w)| w).collect();
     assert_eq!(
         want.is_empty(),
@@ -89,6 +96,40 @@ fn agrees_with_the_reference(name: &str, config: &Path, alerts: &Path, summary: 
         events_derived: n("events_derived"),
     };
     assert_eq!(got, applied.counts, "{}: counts (left) against the reference's", summary.display());
+}
+
+/// A composite rule's final alerts are, machine by machine, the brute-force reference's over
+/// its members' reference incidents (docs/contracts.md section 4, composite rules), and it has
+/// some: no composite golden passes by both sides being empty.
+fn composite_agrees(
+    c: &Composite,
+    per_rule: &[(String, Vec<FinalIncident>)],
+    records: &[AlertRecord],
+    alerts: &Path,
+) {
+    let mut machines: Vec<&str> =
+        per_rule.iter().flat_map(|(_, v)| v.iter().map(|i| i.machine.as_str())).collect();
+    machines.sort_unstable();
+    machines.dedup();
+    let mut found = 0;
+    for m in machines {
+        let members: Vec<(String, Vec<(i64, i64)>)> = per_rule
+            .iter()
+            .filter(|(r, _)| c.members.contains(r))
+            .map(|(r, v)| (r.clone(), composite::spans(v, m)))
+            .collect();
+        let want = c.reference(&members);
+        let got = composite::final_composites(records, &c.name, m);
+        assert_eq!(
+            got,
+            want,
+            "{}: composite rule {} on {m}: final incidents (left) against the reference",
+            alerts.display(),
+            c.name
+        );
+        found += want.len();
+    }
+    assert!(found > 0, "{}: composite rule {} has no incident", alerts.display(), c.name);
 }
 
 fn compare(got: &Path, want: &Path) {
@@ -164,6 +205,8 @@ golden_tests!(
     velocity_zones,
     inner_race,
     several_rules,
+    composite_all_of,
+    composite_sequence,
 );
 
 /// The traces cut from the CWRU recordings by the scripts of fixtures/cwru/ (make_trace.py,

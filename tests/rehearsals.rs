@@ -611,3 +611,62 @@ fn uplink_delay() {
     let amended = replayed.alert_lines().iter().any(|l| l.contains("\"kind\":\"amend\""));
     assert!(amended, "a 5 s bound amends: {:?}", replayed.alert_lines());
 }
+
+/// A late event completes a composite rule's incident after a restart (docs/contracts.md
+/// section 4, composite rules): the golden trace `composite_sequence` is decided up to the line
+/// before its late event by a daemon that is SIGKILLed once it has decided them all (its
+/// checkpoint may lag: the journal is decided again); the rest of the trace, the late event
+/// first, comes to the next start. The composite alert it completes opens once, caused by it,
+/// citing the member alert the late event made; nothing decided before the kill is repeated,
+/// and everything equals `linegate replay` of the whole trace.
+#[test]
+fn late_event_completes_a_composite_after_a_restart() {
+    let text = std::fs::read_to_string(support::trace("composite_sequence.jsonl")).unwrap();
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    let late_id = "press-7.s1.34";
+    let at = lines.iter().position(|l| l.contains(late_id)).expect("the late event");
+    let late: Value = serde_json::from_str(&lines[at]).unwrap();
+    assert!(late["event"]["ts_ms"].as_i64() < Some(late["at"].as_i64().unwrap() - 30_000));
+    let (first, rest) = lines.split_at(at);
+    let mut stage = Stage::with_golden_config(first, 0.0, "composite_sequence.toml");
+    let running = stage.start(&["--forward", "local-ack"]);
+    running.wait("every line decided", |b| stage.all_decided(b));
+    let mut daemon = running.daemon;
+    daemon.kill();
+    let before = cli(&["dump", "alerts"], &stage.config);
+    let composite = |text: &str| -> Vec<Value> {
+        let all = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap());
+        all.filter(|a| a["rule"] == "then").collect()
+    };
+    assert_eq!(composite(&before).len(), 2, "the first composite opened and closed:\n{before}");
+    stage.append(rest);
+    stage.start(&["--forward", "local-ack", "--exit-at-end"]).finish();
+    let (alerts, _) = stage.check_against_replay();
+    let opens: Vec<&Value> =
+        alerts.iter().filter(|a| a["rule"] == "then" && a["kind"] == "open").collect();
+    assert_eq!(opens.len(), 2, "one open per composite incident: {opens:?}");
+    let completed = opens[1];
+    assert_eq!(completed["caused_by"], late_id, "{completed}");
+    let cited: Vec<&str> = completed["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(cited, ["vib", "env"], "{completed}");
+    let vib = &completed["members"][0];
+    assert!(vib["evidence"].as_array().unwrap().iter().any(|e| e == late_id), "{completed}");
+    // Its records took the path of every alert: one ledger `alert` record each, queued in the
+    // outbox and acknowledged (`--forward local-ack`).
+    let ledger = support::ledger(&stage.config);
+    let id = completed["alert_id"].as_str().unwrap();
+    let queued: Vec<&Value> =
+        ledger.iter().filter(|e| e["kind"] == "alert" && e["alert_id"] == id).collect();
+    let kinds: Vec<&str> = queued.iter().map(|e| e["alert_kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["open", "close"], "{queued:?}");
+    let seqs: BTreeSet<u64> = queued.iter().map(|e| e["outbox_seq"].as_u64().unwrap()).collect();
+    let acked = ledger.iter().filter(|e| e["kind"] == "acknowledged").flat_map(|e| {
+        e["outbox_seqs"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect::<Vec<_>>()
+    });
+    assert_eq!(acked.filter(|s| seqs.contains(s)).count(), 2, "both acknowledged once");
+}

@@ -449,6 +449,16 @@ pub(crate) fn check_config(path: &Path) -> Result<(), Error> {
             linegate::config::rule_version::rule_version_of(&c, rule)
         );
     }
+    for k in &c.composites {
+        println!(
+            "  rule {}: {} [{}] within {}, version {}",
+            k.name,
+            k.kind(),
+            k.spec.members().join(", "),
+            linegate::timefmt::duration(k.spec.window_ms()),
+            linegate::config::rule_version::composite_version(&c, k)
+        );
+    }
     let several = !c.more_rules.is_empty();
     for (name, asset) in &c.machines {
         println!("  machine {name}: {}", asset.summary());

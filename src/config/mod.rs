@@ -11,6 +11,7 @@
 
 pub mod assets;
 mod checks;
+mod composite;
 mod duration;
 mod frequency;
 pub mod modbus_map;
@@ -26,6 +27,7 @@ mod sparkplug;
 mod threshold;
 
 pub use assets::{Foundation, IsoClass, MachineAsset};
+pub use composite::CompositeConfig;
 pub use source_bus::{Axis, BusSensor, I2cSource, SpiSource};
 pub use threshold::Threshold;
 
@@ -56,6 +58,9 @@ pub struct Config {
     pub more_rules: Vec<RuleConfig>,
     /// The rules were written as `[[rule]]` tables (error keys then say `rule[1] (name)`).
     pub rule_tables: bool,
+    /// The composite rules (`all_of`, `sequence`), in file order, after every measurement rule
+    /// (`composite.rs`); not among [`Config::rules`].
+    pub composites: Vec<CompositeConfig>,
     pub time: TimeConfig,
     pub store: StoreConfig,
     pub mqtt: MqttConfig,
@@ -363,6 +368,7 @@ impl Config {
             rule: RuleConfig::default(),
             more_rules: Vec::new(),
             rule_tables: false,
+            composites: Vec::new(),
             time: TimeConfig::default(),
             store: StoreConfig::default(),
             mqtt: MqttConfig::default(),
@@ -428,12 +434,13 @@ impl Ctx<'_> {
             ));
         }
         let control = self.validate_control(raw.control.unwrap_or_default(), &store.path)?;
-        let (rule, more_rules, rule_tables) = self.validate_rules(raw.rule)?;
+        let (rule, more_rules, rule_tables, composites) = self.validate_rules(raw.rule)?;
         let config = Config {
             gateway: self.validate_gateway(raw.gateway)?,
             rule,
             more_rules,
             rule_tables,
+            composites,
             time,
             store,
             mqtt: self.validate_mqtt(raw.mqtt.unwrap_or_default())?,

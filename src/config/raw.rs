@@ -49,12 +49,16 @@ pub(super) struct RawRule {
     pub(super) also_max: Option<i64>,
     pub(super) early: Option<bool>,
     pub(super) machines: Option<BTreeMap<String, RawMachineRule>>,
+    /// A composite rule's members (`composite.rs`).
+    pub(super) all_of: Option<Vec<String>>,
+    pub(super) sequence: Option<Vec<String>>,
 }
 
 /// The rules as written: one `[rule]` table, or `[[rule]]` tables (`super::rules`).
 #[derive(Debug)]
 pub(super) enum RawRules {
-    One(RawRule),
+    /// Boxed: a table is large beside a list.
+    One(Box<RawRule>),
     Many(Vec<RawRule>),
 }
 
@@ -68,7 +72,7 @@ impl<'de> Deserialize<'de> for RawRules {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawRules, A::Error> {
                 RawRule::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(RawRules::One)
+                    .map(|r| RawRules::One(Box::new(r)))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Config, RuleConfig, WatermarkBound};
+use super::{CompositeConfig, Config, RuleConfig, WatermarkBound};
 use crate::rule::watermark::BoundMode;
-use crate::rule::{Params, RuleParams};
+use crate::rule::{CompositeParams, Params, RuleParams};
 
 impl Params {
     /// The defaults of docs/contracts.md section 9 (as `config` defines them: one place, no
@@ -35,6 +35,7 @@ impl Params {
         Params {
             gateway: c.gateway.id.clone(),
             rules: c.rules().map(|r| rule_params(c, r)).collect(),
+            composites: c.composites.iter().map(|k| composite_params(c, k)).collect(),
             assets,
             bound: match t.watermark_bound {
                 WatermarkBound::Fixed(ms) => BoundMode::Fixed(ms),
@@ -48,6 +49,18 @@ impl Params {
             idle_timeout_ms: t.idle_timeout_ms,
             max_future_ms: t.max_future_ms,
         }
+    }
+}
+
+/// One composite rule's parameters: its members by their index among the rules.
+fn composite_params(c: &Config, k: &CompositeConfig) -> CompositeParams {
+    let index = |m: &String| c.rules().position(|r| r.name == *m).unwrap_or(usize::MAX);
+    CompositeParams {
+        name: k.name.clone(),
+        version: super::rule_version::composite_version(c, k),
+        spec: k.spec.clone(),
+        members: k.spec.members().iter().map(index).collect(),
+        early: k.early,
     }
 }
 

@@ -59,6 +59,9 @@
 //!   asset table existed, whatever the table holds (its tags reach the alert records, not the
 //!   decisions).
 //!
+//! A composite rule (`all_of`, `sequence`) has a version of another form, which includes its
+//! members' versions (`src/config/composite.rs`).
+//!
 //! Each rule of several (`[[rule]]`) has its own version, of the same form with its own table's
 //! lines and the asset lines its own metric needs: a rule's version is the one it would have
 //! alone in a configuration, so adding or removing another rule changes no version.
@@ -71,6 +74,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::assets::{velocity_band, Band};
+pub use super::composite::composite_version;
 use super::{Config, RuleConfig, Threshold, WatermarkBound};
 use crate::event::features::Quantity;
 
@@ -187,9 +191,12 @@ pub fn rule_version_of(config: &Config, rule: &RuleConfig) -> String {
     format!("{:016x}", xxhash_rust::xxh3::xxh3_64(canonical_of(config, rule).as_bytes()))
 }
 
-/// Every rule's name and version, in configuration order.
+/// Every rule's name and version, in configuration order: the measurement rules, then the
+/// composite rules (`super::composite`, whose versions include their members').
 pub fn rule_versions(config: &Config) -> Vec<(String, String)> {
-    config.rules().map(|r| (r.name.clone(), rule_version_of(config, r))).collect()
+    let composites =
+        config.composites.iter().map(|c| (c.name.clone(), composite_version(config, c)));
+    config.rules().map(|r| (r.name.clone(), rule_version_of(config, r))).chain(composites).collect()
 }
 
 #[cfg(test)]

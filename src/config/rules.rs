@@ -6,13 +6,14 @@
 //! Errors name the rule: `rule.threshold` for the one `[rule]`, `rule[1] (inner-race).threshold`
 //! for the second `[[rule]]` (`rule[1].name` while the name itself is what is wrong).
 
+use super::composite::{self, CompositeConfig};
 use super::raw::{RawRule, RawRules};
 use super::{Config, ConfigError, Ctx, Result, RuleConfig};
 
 /// How a rule's keys are named in errors.
 pub(super) struct RuleKey {
     /// `None` for the one `[rule]` table; the index of a `[[rule]]` table.
-    index: Option<usize>,
+    pub(super) index: Option<usize>,
 }
 
 impl RuleKey {
@@ -48,7 +49,10 @@ impl Config {
     /// `rule.sub`, or `rule[i] (name).sub` when the rules are `[[rule]]` tables.
     pub fn rule_key(&self, rule: &RuleConfig, sub: &str) -> String {
         let index = self.rule_tables.then(|| self.rules().position(|r| r.name == rule.name));
-        RuleKey { index: index.flatten() }.named(&rule.name, sub)
+        // Its table's place in the file: the composites' tables are among them.
+        let taken = |i: &usize| self.composites.iter().any(|c| c.index == *i);
+        let index = index.flatten().and_then(|p| (0..).filter(|i| !taken(i)).nth(p));
+        RuleKey { index }.named(&rule.name, sub)
     }
 
     /// The threshold of `machine` for `rule`, in the rule's unit: its override or the rule's, a
@@ -60,22 +64,27 @@ impl Config {
 }
 
 impl Ctx<'_> {
-    /// `[rule]` or `[[rule]]` (absent: the default rule): the first rule, the others, and
-    /// whether they were written as `[[rule]]` tables.
+    /// `[rule]` or `[[rule]]` (absent: the default rule): the first measurement rule, the
+    /// others, whether they were written as `[[rule]]` tables, and the composite rules.
     pub(super) fn validate_rules(
         &self,
         raw: Option<RawRules>,
-    ) -> Result<(RuleConfig, Vec<RuleConfig>, bool)> {
+    ) -> Result<(RuleConfig, Vec<RuleConfig>, bool, Vec<CompositeConfig>)> {
         let tables = match raw {
             None => {
-                return Ok((
-                    self.validate_rule(RawRule::default(), &RuleKey { index: None })?,
-                    Vec::new(),
-                    false,
-                ))
+                let rule = self.validate_rule(RawRule::default(), &RuleKey { index: None })?;
+                return Ok((rule, Vec::new(), false, Vec::new()));
             }
             Some(RawRules::One(raw)) => {
-                return Ok((self.validate_rule(raw, &RuleKey { index: None })?, Vec::new(), false))
+                let key = RuleKey { index: None };
+                if let Some(sub) = composite::composite_key(&raw) {
+                    return Err(self.err(
+                        key.bare(sub),
+                        "a composite rule is one of several [[rule]] tables, beside the rules \
+                         it combines",
+                    ));
+                }
+                return Ok((self.validate_rule(*raw, &key)?, Vec::new(), false, Vec::new()));
             }
             Some(RawRules::Many(tables)) => tables,
         };
@@ -83,28 +92,40 @@ impl Ctx<'_> {
             return Err(self.err("rule", "no [[rule]] table; give at least one rule"));
         }
         let mut rules: Vec<RuleConfig> = Vec::with_capacity(tables.len());
+        let mut composite_tables = Vec::new();
+        let mut names: Vec<String> = Vec::with_capacity(tables.len());
         for (i, raw) in tables.into_iter().enumerate() {
             let key = RuleKey { index: Some(i) };
-            if raw.name.is_none() {
+            let Some(name) = raw.name.clone() else {
                 return Err(self.err(
                     key.bare("name"),
                     "missing; each [[rule]] needs a name of its own, written into its alerts",
                 ));
-            }
-            let rule = self.validate_rule(raw, &key)?;
-            if let Some(j) = rules.iter().position(|r| r.name == rule.name) {
+            };
+            if let Some(j) = names.iter().position(|n| *n == name) {
                 return Err(self.err(
                     key.bare("name"),
-                    format!(
-                        "\"{}\" is the name of rule[{j}] too; rule names are unique",
-                        rule.name
-                    ),
+                    format!("\"{name}\" is the name of rule[{j}] too; rule names are unique"),
                 ));
             }
-            rules.push(rule);
+            names.push(name);
+            if composite::composite_key(&raw).is_some() {
+                composite_tables.push((i, raw));
+            } else {
+                rules.push(self.validate_rule(raw, &key)?);
+            }
+        }
+        let composites = composite_tables
+            .into_iter()
+            .map(|(i, raw)| self.validate_composite(raw, i, &rules, &names))
+            .collect::<Result<Vec<_>>>()?;
+        if rules.is_empty() {
+            return Err(
+                self.err("rule", "every [[rule]] is a composite; give the rules they combine")
+            );
         }
         let first = rules.remove(0);
-        Ok((first, rules, true))
+        Ok((first, rules, true, composites))
     }
 }
 

@@ -129,6 +129,7 @@ fn contract_example_parses_exactly() {
         },
         more_rules: Vec::new(),
         rule_tables: false,
+        composites: Vec::new(),
         time: TimeConfig {
             watermark_bound: WatermarkBound::Fixed(5_000),
             allowed_lateness_ms: 600_000,

@@ -83,6 +83,10 @@ pub struct AlertRecord {
     /// Null until the machine watermark has passed the end.
     pub end_ms: Option<i64>,
     pub evidence: Vec<EvidenceItem>,
+    /// A composite rule's record only (absent from a measurement rule's): the member alerts it
+    /// cites, each with its evidence events, whose items are in `evidence`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberAlert>,
     /// The first `also_max` further high events of the incident, by `(ts_ms, event_id)`.
     pub also: Vec<String>,
     /// How many further high events the incident has in all.
@@ -97,6 +101,17 @@ pub struct AlertRecord {
     pub watermark_ms: Option<i64>,
     pub decided_at_ms: i64,
     pub provisional: bool,
+}
+
+/// One member alert a composite alert cites (docs/contracts.md section 4, composite rules).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberAlert {
+    /// The member rule's name.
+    pub rule: String,
+    pub alert_id: String,
+    pub onset_ms: i64,
+    /// The member alert's evidence events, by `(ts_ms, event_id)`.
+    pub evidence: Vec<String>,
 }
 
 /// `clock_trust` and `max_err_ms` of a record with this evidence: the least trusted state (the
@@ -129,6 +144,8 @@ struct StoredAlert {
     onset_ms: i64,
     end_ms: Option<i64>,
     evidence: Vec<EvidenceItem>,
+    #[serde(default)]
+    members: Vec<MemberAlert>,
     also: Vec<String>,
     also_count: Option<u64>,
     clock_trust: Option<ClockState>,
@@ -162,6 +179,7 @@ impl From<StoredAlert> for AlertRecord {
             onset_ms: s.onset_ms,
             end_ms: s.end_ms,
             evidence: s.evidence,
+            members: s.members,
             also: s.also,
             superseded_by: s.superseded_by,
             caused_by: s.caused_by,

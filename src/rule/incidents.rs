@@ -205,6 +205,14 @@ impl IncidentBook {
         within.or_else(after).map(|(_, i)| i.alert_id.as_str())
     }
 
+    /// The incidents that begin before `to` and end after `from`, by onset.
+    pub fn incidents_within(&self, from: i64, to: i64) -> impl Iterator<Item = &Incident> {
+        let before = self.incidents.range(..to).rev();
+        let within: Vec<&Incident> =
+            before.take_while(|(_, i)| i.end > from).map(|(_, i)| i).collect();
+        within.into_iter().rev()
+    }
+
     /// Events held by incidents: evidence and listed `also` (shared events once per incident).
     pub fn member_len(&self) -> usize {
         self.incidents.values().map(|i| i.evidence.len() + i.also.len()).sum()
@@ -493,6 +501,7 @@ fn render(inc: &Incident, kind: AlertKind, revision: u32, ctx: &Ctx<'_>) -> Aler
         onset_ms: inc.onset,
         end_ms: (ctx.wm > inc.end).then_some(inc.end),
         evidence: inc.evidence.values().map(|v| EvidenceItem::clone(v)).collect(),
+        members: Vec::new(),
         also: (inc.also.iter().take(ctx.also_max))
             .filter_map(|(_, id)| id.as_deref().map(str::to_owned))
             .collect(),

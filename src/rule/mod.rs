@@ -16,6 +16,7 @@
 
 pub mod alert;
 pub mod composite;
+mod composites;
 pub mod dedup;
 pub mod high_index;
 pub mod incidents;
@@ -33,6 +34,8 @@ use crate::event::fingerprint::name_hash;
 use crate::event::rejection::{Reason, Rejection};
 use crate::event::{ClockState, Event, Metric, Quality};
 use alert::{AlertRecord, AssetTags, EvidenceItem};
+use composite::CompositeBook;
+pub use composites::CompositeParams;
 use dedup::{Dedup, IdKey, Seen};
 use incidents::{Ctx, IncidentBook};
 use watermark::{BoundMode, SensorClock};
@@ -74,6 +77,9 @@ pub struct Params {
     pub gateway: String,
     /// The measurement rules in configuration order; names are distinct.
     pub rules: Vec<RuleParams>,
+    /// The composite rules over them, in configuration order (`composites.rs`); names are
+    /// distinct from each other and from the measurement rules'.
+    pub composites: Vec<CompositeParams>,
     /// Each machine's asset tags for its alert records (docs/contracts.md section 6); a machine
     /// not listed has none (`{}`).
     pub assets: BTreeMap<String, Arc<AssetTags>>,
@@ -130,6 +136,10 @@ struct Machine {
     /// snapshots of one rule).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     more_books: Vec<IncidentBook>,
+    /// The composite rules' books, in the order of [`Params::composites`] (absent from
+    /// snapshots without composite rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    composites: Vec<CompositeBook>,
     /// Each rule's threshold for this machine, from the parameters (not in snapshots).
     #[serde(skip)]
     thresholds: Vec<f64>,
@@ -265,6 +275,9 @@ struct StateRef<'a> {
     now: i64,
     /// The rules' names, in the order of the machines' books.
     rules: Vec<&'a str>,
+    /// The composite rules' names, in the order of the machines' composite books.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    composites: Vec<&'a str>,
     machines: &'a [Machine],
     dedup: &'a Dedup,
     deadlines: &'a BinaryHeap<Reverse<(i64, u32, u32)>>,
@@ -279,6 +292,9 @@ struct State {
     /// rule's.
     #[serde(default)]
     rules: Vec<String>,
+    /// Absent from snapshots without composite rules.
+    #[serde(default)]
+    composites: Vec<String>,
     machines: Vec<Machine>,
     dedup: Dedup,
     deadlines: BinaryHeap<Reverse<(i64, u32, u32)>>,
@@ -323,6 +339,14 @@ impl State {
                     m.name
                 ));
             }
+            if m.composites.len() != self.composites.len() {
+                return Err(format!(
+                    "machine {}: {} composite books for {} composite rules",
+                    m.name,
+                    m.composites.len(),
+                    self.composites.len()
+                ));
+            }
         }
         let sensors = |mi: u32| self.machines.get(mi as usize).map(|m| m.sensors.len());
         for Reverse((_, mi, si)) in &self.deadlines {
@@ -343,6 +367,7 @@ impl Engine {
         crate::records::snapshot::encode(&StateRef {
             now: self.now,
             rules: self.p.rules.iter().map(|r| r.name.as_str()).collect(),
+            composites: self.p.composites.iter().map(|c| c.name.as_str()).collect(),
             machines: &self.machines,
             dedup: &self.dedup,
             deadlines: &self.deadlines,
@@ -372,6 +397,9 @@ impl Engine {
             let mut books = from.iter().map(|f| f.and_then(|j| was.get_mut(j)?.take()));
             m.book = books.next().flatten().unwrap_or_default();
             m.more_books = books.map(Option::unwrap_or_default).collect();
+            let old = std::mem::take(&mut m.composites);
+            m.composites = composites::restore(&p, &s.composites, old)
+                .map_err(|e| invalid(format!("machine {}: {e}", m.name)))?;
             for (r, book) in m.books().enumerate() {
                 book.check(p.rules[r].window_ms).map_err(|e| {
                     invalid(format!("machine {} rule {}: {e}", m.name, p.rules[r].name))
@@ -588,6 +616,9 @@ impl Engine {
             self.counted_by.push(RuleCount { rule: r, incident });
         }
         let counted = !self.counted_by.is_empty();
+        if counted && !self.p.composites.is_empty() {
+            self.feed_composites(mi, ev, out);
+        }
         self.observe(mi, si, ev, now);
         self.refresh(mi, Some(&ev.event_id), out);
         if !too_late {
@@ -612,6 +643,7 @@ impl Engine {
             name: name.to_string(),
             threshold: thresholds[0],
             more_books: vec![IncidentBook::default(); thresholds.len() - 1],
+            composites: vec![CompositeBook::default(); self.p.composites.len()],
             thresholds,
             sensor_index: HashMap::default(),
             sensors: Vec::new(),
@@ -690,6 +722,27 @@ impl Engine {
                 out,
             );
         }
+        if !m.composites.is_empty() {
+            let on = composites::On { machine: &m.name, asset: &m.asset, wm, now, caused_by };
+            composites::advance(&self.p, &mut m.composites, &on, out);
+        }
+    }
+
+    /// The composite rules of machine `mi` take the member incidents the event just counted
+    /// changed.
+    fn feed_composites(&mut self, mi: u32, ev: &Event, out: &mut Vec<AlertRecord>) {
+        let m = &mut self.machines[mi as usize];
+        let member_books: Vec<&IncidentBook> =
+            std::iter::once(&m.book).chain(&m.more_books).collect();
+        let on = composites::On {
+            machine: &m.name,
+            asset: &m.asset,
+            wm: m.wm,
+            now: self.now,
+            caused_by: Some(&ev.event_id),
+        };
+        let counted = &self.counted_by;
+        composites::feed(&self.p, &mut m.composites, &member_books, counted, ev.ts_ms, &on, out);
     }
 
     /// Moves ingest time forward to `at` and lets idleness move watermarks.

@@ -83,9 +83,12 @@ impl Rules {
         let doc: toml::Table =
             toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let tables: Vec<toml::Table> = match doc.get("rule") {
-            Some(toml::Value::Array(a)) => {
-                a.iter().map(|t| t.as_table().unwrap().clone()).collect()
-            }
+            // Composite rules are held to their own reference (`super::composite`).
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .map(|t| t.as_table().unwrap().clone())
+                .filter(|t| !super::composite::is_composite(t))
+                .collect(),
             Some(t) => vec![t.as_table().unwrap().clone()],
             None => vec![toml::Table::new()],
         };

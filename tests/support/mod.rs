@@ -9,6 +9,7 @@
 //! - [`daemon`]: `linegate run` in the background, its log, signals and exit;
 //! - [`crashes`]: the failpoints, trace and replay reference of the crash and power-loss tests;
 //! - [`incidents`]: the brute-force reference of docs/contracts.md section 4;
+//! - [`composite`]: the composite rules of a configuration and their brute-force reference;
 //! - [`applied`]: which events of a trace the rule counts, from the trace and its configuration
 //!   alone (the reference's input for the golden traces);
 //! - [`modbus`], [`mqtt`], [`promtool`]: the real peers (pymodbus and socat, mosquitto and
@@ -19,6 +20,7 @@
 #![allow(dead_code)] // each test binary uses a part of it
 
 pub mod applied;
+pub mod composite;
 pub mod crashes;
 pub mod daemon;
 pub mod incidents;

@@ -44,14 +44,26 @@ impl Stage {
     }
 
     fn with_sections(lines: &[String], speed: f64, rule: &str, sections: &str) -> Stage {
+        // The golden traces' rule and time (fixtures/traces/golden.toml), then this stage's own.
+        let golden = std::fs::read_to_string(fixture("fixtures/traces/golden.toml")).unwrap();
+        let golden = golden.replace("count = 3\n", &format!("count = 3\n{rule}\n"));
+        Stage::with_rules(lines, speed, &golden, sections)
+    }
+
+    /// [`Stage::new`] with the gateway, rules and time of `golden` (a golden trace's own
+    /// configuration, `fixtures/traces/NAME.toml`) in place of golden.toml's.
+    pub fn with_golden_config(lines: &[String], speed: f64, name: &str) -> Stage {
+        let golden = std::fs::read_to_string(fixture(&format!("fixtures/traces/{name}"))).unwrap();
+        Stage::with_rules(lines, speed, &golden, "")
+    }
+
+    fn with_rules(lines: &[String], speed: f64, golden: &str, sections: &str) -> Stage {
         let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("input.jsonl");
         std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
         let port = free_port();
         let config = dir.path().join("gateway.toml");
-        // The golden traces' rule and time (fixtures/traces/golden.toml), then this stage's own.
-        let golden = std::fs::read_to_string(fixture("fixtures/traces/golden.toml")).unwrap();
-        let golden = golden.replace("count = 3\n", &format!("count = 3\n{rule}\n"));
+        let golden = golden.to_owned();
         let store = dir.path().join("db");
         let extra = "commit_records = 50\ncommit_interval = \"20ms\"\n";
         let text = golden + &trace_daemon_sections(&store, extra, port, &trace, speed) + sections;

@@ -15,6 +15,7 @@
 //! serialized (times as integer ms). [`rule`] finds the alert's rule in the configuration, and
 //! [`number`] writes numbers at a sensible precision.
 
+pub mod composite;
 pub mod gather;
 pub mod number;
 pub mod reason;
@@ -44,6 +45,9 @@ pub struct Explanation {
     /// The alert's rule as this configuration gives it for the machine; null when the
     /// configuration has no rule of the alert's name.
     pub rule: Option<RuleLine>,
+    /// A composite rule's alert only: its rule and one line per member alert it cites.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub composite: Option<composite::CompositeLine>,
     pub revisions: Vec<Revision>,
     /// The events around the onset.
     pub window: Window,
@@ -160,11 +164,23 @@ pub struct Input<'a> {
     /// Events re-derived from the history (the evidence is added here).
     pub contents: Contents,
     pub merged: &'a [Merged],
+    /// For a composite rule's alert, its members ([`composite::composite_for`]).
+    pub composite: Option<composite::CompositeLine>,
 }
 
 /// Assembles the explanation, pure; `None` without a revision.
 pub fn assemble(input: Input<'_>) -> Option<Explanation> {
-    let Input { alert_id, revisions, ledger, rule, accepted, names, mut contents, merged } = input;
+    let Input {
+        alert_id,
+        revisions,
+        ledger,
+        rule,
+        accepted,
+        names,
+        mut contents,
+        merged,
+        composite,
+    } = input;
     let latest = revisions.last()?;
     for e in revisions.iter().flat_map(|a| &a.evidence) {
         contents.evidence.insert(e.event_id.to_string(), e.clone());
@@ -176,6 +192,7 @@ pub fn assemble(input: Input<'_>) -> Option<Explanation> {
         alert_id: alert_id.to_string(),
         machine: latest.machine.clone(),
         rule: rule.map(|r| r.line),
+        composite,
         evidence: latest.evidence.clone(),
         also: latest.also.clone(),
         window,
@@ -224,6 +241,7 @@ pub fn explain(
         gather::history(view, config, &latest.machine, range, &mut contents)?;
     }
     let page = members.map(|p| self::members(latest, &ledger, p));
+    let composite = composite::composite_for(config, latest);
     let input = Input {
         alert_id,
         revisions,
@@ -233,6 +251,7 @@ pub fn explain(
         names: &names,
         contents,
         merged: &merged,
+        composite,
     };
     let x = Explanation { members: page, ..assemble(input).ok_or_else(not_found)? };
     if json {

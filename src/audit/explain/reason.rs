@@ -92,9 +92,19 @@ fn condition(n: usize, a: &AlertRecord, cx: &Ctx<'_>) -> String {
     }
 }
 
+/// A composite alert's member alerts: `vib gw/vib/m/1 (onset …), env …`.
+fn members(a: &AlertRecord) -> String {
+    let cited =
+        a.members.iter().map(|m| format!("{} {} (onset {})", m.rule, m.alert_id, time(m.onset_ms)));
+    cited.collect::<Vec<_>>().join(", ")
+}
+
 fn open(a: &AlertRecord, cx: &Ctx<'_>) -> String {
     let evidence: Vec<String> = a.evidence.iter().map(item).collect();
-    let mut s = format!("{}: {}", condition(evidence.len(), a, cx), evidence.join(", "));
+    let mut s = match a.members.is_empty() {
+        true => format!("{}: {}", condition(evidence.len(), a, cx), evidence.join(", ")),
+        false => format!("member alerts on {}: {}", a.machine, members(a)),
+    };
     if a.caused_by
         .as_ref()
         .and_then(|id| cx.names.get(id))
@@ -121,6 +131,9 @@ fn amend(prev: Option<&AlertRecord>, a: &AlertRecord, cx: &Ctx<'_>) -> String {
         }
         if p.onset_ms != a.onset_ms {
             parts.push(format!("onset moved from {} to {}", time(p.onset_ms), time(a.onset_ms)));
+        }
+        if p.members != a.members {
+            parts.push(format!("member alerts now {}", members(a)));
         }
         let had: Vec<&str> = p.evidence.iter().map(|e| &*e.event_id).collect();
         let added: Vec<String> =
@@ -175,6 +188,7 @@ fn supersede(a: &AlertRecord, cx: &Ctx<'_>) -> String {
 fn close(a: &AlertRecord, cx: &Ctx<'_>) -> String {
     let end = a.end_ms.map_or("its end".into(), time);
     let fewer = match cx.rule {
+        None if !a.members.is_empty() => "its member alerts no longer meet it".into(),
         Some(r) => format!(
             "fewer than {} events {} within {} up to it",
             r.count,

@@ -15,11 +15,9 @@ use super::number::{exact, sig, span, with_unit};
 
 /// The rule for one machine, as `explain` shows it.
 ///
-/// A measurement rule is all there is today. A composite rule (`all_of`, `sequence`;
-/// docs/contracts.md section 4) will be shown by its own line and then one line per member: each
-/// member rule's line and the reason of its member alert, found from the member alerts the
-/// composite alert's evidence names ([`rule_for`] for each member; the place in the text is
-/// marked in `text::write`).
+/// A measurement rule's. A composite rule (`all_of`, `sequence`; docs/contracts.md section 4)
+/// has none: its alert is shown by `super::composite`, its line and one line per member alert,
+/// each with its member rule's line from [`rule_for`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RuleLine {
     pub name: String,

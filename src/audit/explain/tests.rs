@@ -151,6 +151,7 @@ fn explained(c: &Case, history: &[usize], merged: &[Merged]) -> Explanation {
         names: &names,
         contents,
         merged,
+        composite: None,
     };
     assemble(input).unwrap()
 }

@@ -33,15 +33,17 @@ pub fn write(x: &Explanation, out: &mut dyn Write) -> io::Result<()> {
             if let Some(d) = &r.defect {
                 writeln!(out, "  defect: {}", d.text())?;
             }
-            // A composite rule's members go here, one line each: the member's rule line and
-            // the reason of its member alert (see `RuleLine`).
         }
+        None if x.composite.is_some() => {}
         None => writeln!(
             out,
             "  rule {}: not in this configuration (renamed or removed since); events are shown \
              as the ledger recorded them",
             latest.map_or("", |a| a.rule.as_str())
         )?,
+    }
+    if let Some(c) = &x.composite {
+        c.write(decided_under, out)?;
     }
     if let Some(a) = latest.filter(|a| !a.asset.is_empty()) {
         let tags: Vec<String> = a
@@ -56,7 +58,10 @@ pub fn write(x: &Explanation, out: &mut dyn Write) -> io::Result<()> {
     let w = &x.window;
     let end = w.end_ms.map_or("still open".to_owned(), |e| format!("end {}", time(e)));
     writeln!(out, "  incident: onset {}, {end}", time(w.onset_ms))?;
-    write_window(x, out)?;
+    // A composite alert's events are its members' (each member alert has its own window).
+    if x.composite.is_none() {
+        write_window(x, out)?;
+    }
     writeln!(out, "revisions")?;
     for r in &x.revisions {
         let a = &r.record;

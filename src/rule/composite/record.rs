@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{CompositeIncident, Ctx, Item};
-use crate::rule::alert::{clock_summary, AlertKind, AlertRecord, AssetTags, EvidenceItem};
+use crate::rule::alert::{
+    clock_summary, AlertKind, AlertRecord, AssetTags, EvidenceItem, MemberAlert,
+};
 
 /// A member incident a composite incident cites: in the window of its onset (for the `B` of a
 /// sequence, the incident that holds at its onset).
@@ -17,6 +19,18 @@ pub struct Cited {
     pub alert_id: String,
     pub onset_ms: i64,
     pub evidence: Vec<Item>,
+}
+
+impl Cited {
+    /// As an alert record lists it.
+    pub fn member_alert(&self) -> MemberAlert {
+        MemberAlert {
+            rule: self.rule.clone(),
+            alert_id: self.alert_id.clone(),
+            onset_ms: self.onset_ms,
+            evidence: self.evidence.iter().map(|e| e.event_id.to_string()).collect(),
+        }
+    }
 }
 
 /// What decides whether a cited member changed: its evidence only grows at a given onset.
@@ -70,8 +84,9 @@ impl CompositeRecord {
         all.into_iter().map(|i| EvidenceItem::clone(i)).collect()
     }
 
-    /// As a section 6 alert record: `evidence` is [`Self::evidence`], `also` empty, the clock
-    /// fields from that evidence. The member alerts themselves are not in it.
+    /// As a section 6 alert record: `evidence` is [`Self::evidence`], `members` the cited
+    /// member alerts with their evidence events' ids, `also` empty, the clock fields from that
+    /// evidence.
     pub fn to_alert_record(&self, rule_version: &str, asset: Arc<AssetTags>) -> AlertRecord {
         let evidence = self.evidence();
         let (clock_trust, max_err_ms) = clock_summary(&evidence);
@@ -86,6 +101,7 @@ impl CompositeRecord {
             onset_ms: self.onset_ms,
             end_ms: self.end_ms,
             evidence,
+            members: self.members.iter().map(Cited::member_alert).collect(),
             also: Vec::new(),
             also_count: 0,
             clock_trust,
