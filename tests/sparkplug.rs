@@ -100,22 +100,38 @@ fn write_trace(path: &Path, n: i64, t0: i64) {
         for sensor in ["s1", "s2"] {
             let ts = t0 + 1000 * seq;
             let value = if (20..=25).contains(&seq) { 0.9 } else { 0.2 };
-            text.push_str(&format!(
-                r#"{{"at":{},"kind":"event","event":{{"event_id":"m1.{sensor}.{seq}","machine":"m1","sensor":"{sensor}","seq":{seq},"ts_ms":{ts},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":{value},"features":{{"velocity_rms":{}}}}}}}"#,
-                ts + 100,
-                value * 10.0
-            ));
-            text.push('\n');
+            text.push_str(&event_line("m1", sensor, seq, ts, ts + 100, value));
         }
     }
     std::fs::write(path, text).unwrap();
 }
 
+/// One trace line: an event of `machine`/`sensor` at `ts` arriving at `at`, its `velocity_rms`
+/// ten times its value.
+fn event_line(machine: &str, sensor: &str, seq: i64, ts: i64, at: i64, value: f64) -> String {
+    format!(
+        r#"{{"at":{at},"kind":"event","event":{{"event_id":"{machine}.{sensor}.{seq}","machine":"{machine}","sensor":"{sensor}","seq":{seq},"ts_ms":{ts},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":{value},"features":{{"velocity_rms":{}}}}}}}"#,
+        value * 10.0
+    ) + "\n"
+}
+
 fn config(dir: &Path, port: u16, trace: &Path, speed: f64, primary_host: Option<&str>) -> PathBuf {
+    config_with(dir, port, trace, speed, primary_host, "")
+}
+
+/// As [`config`], with `mqtt` added to the `[mqtt]` table.
+fn config_with(
+    dir: &Path,
+    port: u16,
+    trace: &Path,
+    speed: f64,
+    primary_host: Option<&str>,
+    mqtt: &str,
+) -> PathBuf {
     let primary = primary_host.map(|h| format!("primary_host = \"{h}\"\n")).unwrap_or_default();
     let text = format!(
         "{}\n[store]\npath = \"{}\"\ncommit_interval = \"20ms\"\n\n\
-         [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nprefix = \"lg\"\n\n\
+         [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nprefix = \"lg\"\n{mqtt}\n\
          [sparkplug]\nenabled = true\ngroup_id = \"plant\"\n{primary}\n\
          [[source]]\nkind = \"trace\"\npath = \"{}\"\nspeed = {speed:?}\n",
         std::fs::read_to_string(support::trace("golden.toml")).unwrap(),
@@ -235,6 +251,17 @@ fn check_with_npm(messages: &[Value]) {
 
 /// How long the broker is away in the outage test: the length the issue names.
 const OUTAGE: Duration = Duration::from_secs(30);
+
+/// A broker, the independent host with its `STATE` published (`online` or `offline`), and a
+/// subscriber on the JSON topics.
+fn broker_and_host(dir: &Path, state: &str) -> (Broker, Host, Subscriber) {
+    let broker = Broker::start(dir, free_port(), "");
+    let mut host = Host::start(broker.port, "plant", "scada");
+    host.send(state);
+    host.wait("STATE sent", |m| count(m, "STATE_SENT") == 1);
+    let sub = Subscriber::start(dir, broker.port, "lg/gw-test", &[]);
+    (broker, host, sub)
+}
 
 /// Held values (`historical`) arrive once each, before any live value of the same metric in the
 /// same session, each older than those live values; no value arrives twice.
@@ -363,11 +390,7 @@ fn after_an_outage_held_values_arrive_once_as_historical_before_live_ones() {
 #[test]
 fn with_a_primary_host_offline_then_a_sigkill_everything_held_arrives_once_when_it_is_online() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), free_port(), "");
-    let mut host = Host::start(broker.port, "plant", "scada");
-    host.send("offline");
-    host.wait("STATE offline", |m| count(m, "STATE_SENT") == 1);
-    let sub = Subscriber::start(dir.path(), broker.port, "lg/gw-test", &[]);
+    let (broker, mut host, sub) = broker_and_host(dir.path(), "offline");
     let trace = dir.path().join("held.jsonl");
     let (n, t0) = (40, 1_700_000_000_000);
     write_trace(&trace, n, t0);
@@ -402,4 +425,70 @@ fn with_a_primary_host_offline_then_a_sigkill_everything_held_arrives_once_when_
         assert_eq!(ts, expected, "{name}: every held value, with its original timestamp");
         assert_eq!(historical, n as usize, "{name}: all of them historical, each once");
     }
+}
+
+/// Live data is not starved: with a primary host offline, machine `m1`'s 300 records are held;
+/// once it is online they drain at `replay_rate` (20 a second: 15 s), and machine `m2`, which
+/// holds nothing, starts sending meanwhile: its values arrive live while `m1`'s history is still
+/// arriving, and per metric every held value still precedes the newer live ones.
+#[test]
+fn while_held_values_drain_live_values_of_other_machines_are_not_starved() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, mut host, sub) = broker_and_host(dir.path(), "offline");
+    // m1: 150 events per sensor within the first 0.75 s; m2: 40 events from 8 s on, one every
+    // 200 ms (the trace is replayed at its own pace).
+    let t0: i64 = 1_700_000_000_000;
+    let mut text = String::new();
+    for seq in 1..=150 {
+        for sensor in ["s1", "s2"] {
+            let at = t0 + 5 * seq;
+            text.push_str(&event_line("m1", sensor, seq, at - 100, at, 0.2));
+        }
+    }
+    for seq in 1..=40 {
+        let at = t0 + 8_000 + 200 * seq;
+        text.push_str(&event_line("m2", "s1", seq, at - 100, at, 0.3));
+    }
+    let trace = dir.path().join("fair.jsonl");
+    std::fs::write(&trace, text).unwrap();
+    let cfg =
+        config_with(dir.path(), broker.port, &trace, 1.0, Some("scada"), "replay_rate = 20\n");
+    let mut d = Daemon::start(&cfg, &[], &[]);
+    let of = |machine: &str| {
+        let events = received_events(&sub.messages());
+        events.iter().filter(|(_, e)| e["machine"] == machine).count()
+    };
+    let held = || (of("m1") == 300).then_some(());
+    assert!(poll(DEADLINE, held).is_some(), "m1's JSON events not delivered");
+    assert_eq!(of("m2"), 0, "m2 must hold nothing when the host comes online: a slower machine?");
+    assert_eq!(published(&host), 0, "published while the primary host is offline");
+    host.send("online");
+    let m1_last = t0 + 5 * 150 - 100;
+    let m2_last = t0 + 8_000 + 200 * 40 - 100;
+    host.wait("every value", |m| {
+        timestamps(m, "s2/accel_rms").0.contains(&m1_last)
+            && values(m).iter().any(|v| v.0 == "m2" && v.2 == m2_last)
+    });
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
+
+    let messages = host.node();
+    check_protocol(&messages);
+    check_history(&messages);
+    let all = values(&messages);
+    let m1: Vec<_> = all.iter().filter(|v| v.0 == "m1").collect();
+    assert_eq!(m1.len(), 600, "m1: 300 records, two metrics each, once");
+    assert!(m1.iter().all(|v| v.3), "every value of m1 was held: historical");
+    let m2: Vec<usize> = (all.iter().enumerate())
+        .filter(|(_, v)| v.0 == "m2")
+        .map(|(i, v)| {
+            assert!(!v.3, "m2 held nothing: {v:?} came as historical");
+            i
+        })
+        .collect();
+    assert_eq!(m2.len(), 80, "m2: 40 records, two metrics each");
+    // Arrival order: m2's values while m1's history was still draining.
+    let last_m1 = all.iter().rposition(|v| v.0 == "m1").unwrap();
+    let during = m2.iter().filter(|i| **i < last_m1).count();
+    assert!(during >= 20, "only {during} of m2's values came before m1's drain ended");
 }

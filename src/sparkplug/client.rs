@@ -11,6 +11,7 @@
 //! message the broker or a subscriber drops after that is lost to the Sparkplug view; the JSON
 //! topics (QoS 1, removed from the outbox only on PUBACK) still carry it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,7 +99,8 @@ pub async fn run(
         let end = shell.drive(&mut session, rx, &mut shutdown).await;
         let connected = stats.online.swap(false, Ordering::Relaxed);
         session.on_disconnect();
-        match end? {
+        let b = &cfg.broker;
+        let wait = match end? {
             End::Shutdown => {
                 let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
                 return Ok(());
@@ -106,16 +108,16 @@ pub async fn run(
             End::Lost(why) => {
                 poller.abort();
                 failures = if connected { 1 } else { failures.saturating_add(1) };
-                let b = &cfg.broker;
                 let wait =
                     jittered_backoff(b.backoff_min, b.backoff_max, failures, clock.monotonic_ms());
                 tracing::warn!(broker = %format!("{}:{}", b.host, b.port), %why,
                     retry_in_ms = wait.as_millis() as u64, "sparkplug: connection lost or refused");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.changed() => {}
-                }
+                wait
             }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => {}
         }
     }
 }
@@ -166,6 +168,8 @@ struct Progress {
 
 /// How often the records the view holds are counted: a count reads them all.
 const HELD_EVERY_MS: i64 = 1000;
+/// Records read at a time by the scan for devices with held records.
+const SCAN_CHUNK: usize = 4096;
 
 impl Shell<'_> {
     async fn next_outbox(&self) -> Result<u64, SparkplugError> {
@@ -243,15 +247,7 @@ impl Shell<'_> {
                 }
             }
             if session.live() && p.unwritten == 0 && p.advance_to.is_none() {
-                let records = self.read(session.cursor()).await?;
-                p.more = records.len() >= self.cfg.read_limit;
-                let last = records.last().map(|r| r.0);
-                let decoded = decode(records);
-                let out = session.take(&decoded, self.clock.now_ms());
-                if let Some(last) = last {
-                    session.pass(last);
-                    p.advance_to = Some(session.cursor());
-                }
+                let out = self.round(session, &mut p).await?;
                 if let Some(end) = self.publish(out, &mut p).await {
                     return Ok(end);
                 }
@@ -276,10 +272,69 @@ impl Shell<'_> {
         }
     }
 
-    /// At most `read_limit` records after `cursor`, raw samples left out without decoding.
-    async fn read(&self, cursor: u64) -> Result<Vec<(u64, Vec<u8>)>, SparkplugError> {
-        let (s, limit) = (self.store.clone(), self.cfg.read_limit);
+    /// One round of reads: after the births, the scan for devices with held records; then the
+    /// records after the cursor (as many as the pace of held records allows), and while held
+    /// records drain, the live ones of devices with nothing held. Returns what to publish.
+    async fn round(
+        &self,
+        session: &mut Session,
+        p: &mut Progress,
+    ) -> Result<Vec<Publish>, SparkplugError> {
+        if let Some((after, before)) = session.scan_due() {
+            let last = self.scan(after, before).await?;
+            session.scanned(last);
+        }
+        let mut out = Vec::new();
+        p.more = false;
+        let limit = self.cfg.read_limit;
+        if let Some(budget) = session.read_budget(self.clock.now_ms()) {
+            let records = self.read(session.cursor(), budget.min(limit)).await?;
+            // A read the pace cut short waits for the next tick, not a read at once.
+            p.more = records.len() >= limit;
+            if let Some(last) = records.last().map(|r| r.0) {
+                out = session.take(&decode(records), self.clock.now_ms());
+                session.pass(last);
+                p.advance_to = Some(session.cursor());
+            }
+        }
+        if let Some(after) = session.live_after() {
+            let records = self.read(after, limit).await?;
+            p.more |= records.len() >= limit;
+            if let Some(last) = records.last().map(|r| r.0) {
+                out.extend(session.take_live(&decode(records), last, self.clock.now_ms()));
+                p.advance_to = Some(session.cursor());
+            }
+        }
+        Ok(out)
+    }
+
+    /// At most `limit` records after `cursor`, raw samples left out without decoding.
+    async fn read(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, SparkplugError> {
+        let s = self.store.clone();
         blocking(move || s.read().sparkplug_after(cursor, limit)).await
+    }
+
+    /// Per device, the last outbox sequence of it in `(after, before)`: where held records are.
+    async fn scan(&self, after: u64, before: u64) -> Result<BTreeMap<String, u64>, SparkplugError> {
+        let s = self.store.clone();
+        blocking(move || {
+            let mut last = BTreeMap::new();
+            let mut from = after;
+            loop {
+                let chunk = s.read().sparkplug_after(from, SCAN_CHUNK)?;
+                let (len, end) = (chunk.len(), chunk.last().map_or(before, |r| r.0));
+                for (seq, record) in decode(chunk).into_iter().filter(|r| r.0 < before) {
+                    if let Some(d) = super::values::device(&record) {
+                        last.insert(d.to_owned(), seq);
+                    }
+                }
+                if len < SCAN_CHUNK || end >= before {
+                    return Ok(last);
+                }
+                from = end;
+            }
+        })
+        .await
     }
 
     /// Hands `out` to rumqttc; `Some` when the connection's request channel is gone.

@@ -115,7 +115,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Records the view has not sent: set aside, plus those in the outbox past the cursor.
+    /// Records the view has not passed: set aside, plus those in the outbox past the cursor
+    /// (while held records drain, those of other machines sent ahead of the cursor count too).
     pub fn sparkplug_held(&self) -> Result<u64> {
         let Some(cursor) = self.spb_u64(CURSOR)? else { return Ok(0) };
         let aside = self.state.scan_prefix(ASIDE).count() as u64;
