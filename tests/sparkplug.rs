@@ -492,3 +492,54 @@ fn while_held_values_drain_live_values_of_other_machines_are_not_starved() {
     let during = m2.iter().filter(|i| **i < last_m1).count();
     assert!(during >= 20, "only {during} of m2's values came before m1's drain ended");
 }
+
+/// With a primary host: when its `STATE` goes offline after the births, the node ends its
+/// session (NDEATH with the births' `bdSeq`, then DISCONNECT; Sparkplug B 3.0), connects again,
+/// publishes nothing while the host is offline, and on its return births with a new `bdSeq`
+/// and sends what it held as historical.
+#[test]
+fn the_primary_host_going_offline_ends_the_session_and_what_follows_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, mut host, sub) = broker_and_host(dir.path(), "online");
+    let trace = dir.path().join("host.jsonl");
+    let (n, t0) = (300, 1_700_000_000_000);
+    write_trace(&trace, n, t0);
+    let cfg = config(dir.path(), broker.port, &trace, 10.0, Some("scada"));
+    let mut d = Daemon::start(&cfg, &[], &[]);
+    host.wait("live DDATA", |m| count(m, "DDATA") >= 5);
+    host.send("offline");
+    host.wait("the node's NDEATH", |m| count(m, "NDEATH") >= 1);
+    let at_death = published(&host);
+    let json_at_death = received_events(&sub.messages()).len();
+    // Events decided while the host is offline: the JSON topics carry them, Sparkplug holds.
+    let more = || (received_events(&sub.messages()).len() >= json_at_death + 40).then_some(());
+    assert!(poll(DEADLINE, more).is_some(), "no events decided while the host was offline");
+    let reconnected = || (d.log().matches("sparkplug: connected").count() >= 2).then_some(());
+    assert!(poll(DEADLINE, reconnected).is_some(), "the node did not connect again");
+    assert_eq!(published(&host), at_death, "published while the primary host is offline");
+    host.send("online");
+    host.wait("births once the host is online", |m| count(m, "NBIRTH") >= 2);
+    let last_ts = t0 + 1000 * n;
+    host.wait("every value", |m| timestamps(m, "s1/accel_rms").0.contains(&last_ts));
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
+
+    let messages = host.node();
+    check_protocol(&messages);
+    check_history(&messages);
+    let births: Vec<i64> = (messages.iter().filter(|m| m["type"] == "NBIRTH"))
+        .map(|m| m["bd_seq"].as_i64().unwrap())
+        .collect();
+    assert!(births[1] > births[0], "a new session, a new bdSeq: {births:?}");
+    let second = messages.iter().rposition(|m| m["type"] == "NBIRTH").unwrap();
+    let deaths = count(&messages[..second], "NDEATH");
+    assert_eq!(deaths, 1, "one NDEATH, the node's own: DISCONNECT keeps the will back");
+    let after = &messages[at_death..];
+    let (_, held) = timestamps(after, "s1/accel_rms");
+    assert!(held >= 20, "only {held} values held while the host was offline");
+    let expected: BTreeSet<i64> = (1..=n).map(|s| t0 + 1000 * s).collect();
+    let first_after = timestamps(after, "s1/accel_rms").0.first().copied().unwrap();
+    let (all, _) = timestamps(&messages, "s1/accel_rms");
+    let missing: Vec<_> = expected.range(first_after..).filter(|ts| !all.contains(ts)).collect();
+    assert!(missing.is_empty(), "values missing after the host's return: {missing:?}");
+}

@@ -65,6 +65,9 @@ async fn blocking<T: Send + 'static>(
 enum End {
     Shutdown,
     Lost(String),
+    /// The primary host went offline after the births: the session ended with NDEATH and
+    /// DISCONNECT; a new one waits for its `STATE` online.
+    HostOffline,
 }
 
 /// Runs until `shutdown` turns true (then drains for at most `cfg.drain` while connected, sends
@@ -104,6 +107,13 @@ pub async fn run(
             End::Shutdown => {
                 let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
                 return Ok(());
+            }
+            End::HostOffline => {
+                // The NDEATH and the DISCONNECT are written before the next connection.
+                let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
+                failures = 1;
+                tracing::info!("sparkplug: session ended (primary host offline); connecting again");
+                jittered_backoff(b.backoff_min, b.backoff_max, failures, clock.monotonic_ms())
             }
             End::Lost(why) => {
                 poller.abort();
@@ -237,6 +247,10 @@ impl Shell<'_> {
                 if let Some(end) = self.publish(out, &mut p).await {
                     return Ok(end);
                 }
+                if session.take_end() {
+                    self.close(session, &mut rx).await;
+                    return Ok(End::HostOffline);
+                }
                 next = rx.try_recv().ok();
             }
             if p.unwritten == 0 {
@@ -259,7 +273,7 @@ impl Shell<'_> {
                 let out_of_time =
                     self.clock.monotonic_ms() - since > self.cfg.drain.as_millis() as i64;
                 if caught_up && p.advance_to.is_none() || out_of_time || !session.live() {
-                    return Ok(self.close(session).await);
+                    return Ok(self.close(session, &mut rx).await);
                 }
             }
             let now = self.clock.monotonic_ms();
@@ -351,12 +365,25 @@ impl Shell<'_> {
     }
 
     /// A clean end: the NDEATH (the broker sends the will only when a connection breaks), then
-    /// DISCONNECT.
-    async fn close(&self, session: &Session) -> End {
+    /// DISCONNECT, waited for (at most 2 s) until written: a connection dropped before it would
+    /// have the broker send the will, a second NDEATH.
+    async fn close(
+        &self,
+        session: &Session,
+        rx: &mut mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
+    ) -> End {
         let death = session.death(self.clock.now_ms());
         self.stats.sent(&death);
         let _ = self.client.publish(death.topic, QoS::AtLeastOnce, false, death.payload).await;
         let _ = self.client.disconnect().await;
+        let written = async {
+            while let Some(Ok(ev)) = rx.recv().await {
+                if matches!(ev, Event::Outgoing(Outgoing::Disconnect)) {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), written).await;
         End::Shutdown
     }
 }

@@ -18,6 +18,10 @@
 //! - Nothing is published while the connection is down or the primary host is offline. Records
 //!   older than the moment births went out (outbox sequence below `boundary`) are sent with
 //!   `is_historical`, oldest first; younger ones are live.
+//! - The primary host's `STATE` going offline after the births ends the session: NDEATH, then
+//!   DISCONNECT ([`Session::take_end`]); the shell connects again and waits for `STATE` online
+//!   before the next births (Sparkplug B 3.0: an edge node terminates its session with a server
+//!   where its primary host is offline; with one server, "the next one" is the same one).
 //!
 //! # Fairness: live data is not starved by held data
 //!
@@ -121,6 +125,8 @@ pub struct Session {
     stored: u64,
     /// The metric table as stored with `stored`.
     stored_table: Table,
+    /// True once the primary host went offline after the births: the session must end.
+    end: bool,
     /// The pace of held records.
     pace: Pace,
     /// While held records drain: the devices that have some (`None` until the scan said).
@@ -136,6 +142,7 @@ impl Session {
         Session {
             pace: Pace::new(cfg.replay_rate),
             cfg,
+            end: false,
             held: None,
             live_pos: 0,
             stored_table: table.clone(),
@@ -225,11 +232,12 @@ impl Session {
         self.host_online = false;
         self.born.clear();
         self.held = None;
+        self.end = false;
     }
 
     /// The primary host's `STATE` message: online, births (unless already sent); offline,
-    /// nothing more is published until it is online again. A payload that does not read is
-    /// ignored (a warning).
+    /// nothing more is published until it is online again, and a session whose births went out
+    /// must end ([`Session::take_end`]). A payload that does not read is ignored (a warning).
     pub fn on_state(&mut self, payload: &[u8], next_outbox: u64, now_ms: i64) -> Vec<Publish> {
         let Some(online) = parse_state(payload) else {
             tracing::warn!(payload = %String::from_utf8_lossy(payload),
@@ -243,6 +251,7 @@ impl Session {
             if self.host_online {
                 tracing::info!("sparkplug: primary host offline: holding everything");
             }
+            self.end |= self.birthed;
             self.host_online = false;
             self.birthed = false;
             self.born.clear();
@@ -278,6 +287,12 @@ impl Session {
     /// Whether outbox records may be handed over now.
     pub fn live(&self) -> bool {
         self.connected && self.host_online && self.birthed
+    }
+
+    /// True once: the primary host went offline after the births, so the session ends (NDEATH,
+    /// DISCONNECT) and a new one waits for it.
+    pub fn take_end(&mut self) -> bool {
+        std::mem::take(&mut self.end)
     }
 
     /// Held records remain to be handed over (below `boundary`, after the cursor).

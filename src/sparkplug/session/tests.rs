@@ -241,3 +241,18 @@ fn held_records_drain_at_the_replay_rate() {
     assert!(!s.draining());
     assert_eq!(s.read_budget(1_100), Some(usize::MAX), "live records are not paced");
 }
+
+#[test]
+fn the_primary_host_going_offline_after_the_births_ends_the_session() {
+    let mut s = Session::new(cfg(Some("scada")), Table::default(), 0);
+    s.begin(0, 0);
+    s.on_connack(1, 0);
+    assert!(s.on_state(br#"{"online":false,"timestamp":1}"#, 1, 0).is_empty());
+    assert!(!s.take_end(), "offline before any birth: the session waits, connected");
+    s.on_state(br#"{"online":true,"timestamp":2}"#, 1, 0);
+    assert!(!s.take_end());
+    assert!(s.on_state(br#"{"online":false,"timestamp":3}"#, 1, 0).is_empty());
+    assert!(s.take_end(), "births went out: NDEATH and DISCONNECT");
+    assert!(!s.take_end(), "once");
+    assert!(!s.live());
+}
