@@ -18,10 +18,10 @@
 use super::state::outbox_key;
 use super::{decode_u64, Result, Store, STATE};
 
-const CURSOR: &[u8] = b"n/spb/cursor";
-const BD_SEQ: &[u8] = b"n/spb/bd_seq";
-const TABLE: &[u8] = b"n/spb/metrics";
-const ASIDE: &[u8] = b"p/";
+pub(super) const CURSOR: &[u8] = b"n/spb/cursor";
+pub(super) const BD_SEQ: &[u8] = b"n/spb/bd_seq";
+pub(super) const TABLE: &[u8] = b"n/spb/metrics";
+pub(super) const ASIDE: &[u8] = b"p/";
 
 fn aside_key(seq: u64) -> [u8; 10] {
     let mut k = outbox_key(seq);
