@@ -302,9 +302,10 @@ impl Shell<'_> {
         p.more = false;
         let limit = self.cfg.read_limit;
         if let Some(budget) = session.read_budget(self.clock.now_ms()) {
-            let records = self.read(session.cursor(), budget.min(limit)).await?;
+            let mut records = self.read(session.cursor(), limit).await?;
             // A read the pace cut short waits for the next tick, not a read at once.
-            p.more = records.len() >= limit;
+            let cut = within_budget(&mut records, budget);
+            p.more = !cut && records.len() >= limit;
             if let Some(last) = records.last().map(|r| r.0) {
                 out = session.take(&decode(records), self.clock.now_ms());
                 session.pass(last);
@@ -365,8 +366,8 @@ impl Shell<'_> {
     }
 
     /// A clean end: the NDEATH (the broker sends the will only when a connection breaks), then
-    /// DISCONNECT, waited for (at most 2 s) until written: a connection dropped before it would
-    /// have the broker send the will, a second NDEATH.
+    /// DISCONNECT, waited for (at most half a second: a stop's drain is short) until written: a
+    /// connection dropped before it would have the broker send the will, a second NDEATH.
     async fn close(
         &self,
         session: &Session,
@@ -383,9 +384,26 @@ impl Shell<'_> {
                 }
             }
         };
-        let _ = tokio::time::timeout(Duration::from_secs(2), written).await;
+        let _ = tokio::time::timeout(Duration::from_millis(500), written).await;
         End::Shutdown
     }
+}
+
+/// `records` cut after the `budget`-th one that is not raw samples (those carry no metric values
+/// and cost the pace nothing); true when something was cut.
+fn within_budget(records: &mut Vec<(u64, Vec<u8>)>, budget: usize) -> bool {
+    let mut counted = 0;
+    for (i, (_, bytes)) in records.iter().enumerate() {
+        if OutboxRecord::peek_bulk(bytes) != Some(Bulk::Samples) {
+            counted += 1;
+            if counted == budget {
+                let cut = i + 1 < records.len();
+                records.truncate(i + 1);
+                return cut;
+            }
+        }
+    }
+    false
 }
 
 /// The records decoded; one that does not decode is left out with a warning (the JSON
@@ -402,4 +420,43 @@ fn decode(records: Vec<(u64, Vec<u8>)>) -> Vec<(u64, OutboxRecord)> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, samples: bool) -> (u64, Vec<u8>) {
+        let (machine, sensor) = ("m".to_owned(), "s".to_owned());
+        let r = if samples {
+            OutboxRecord::Samples {
+                machine,
+                sensor,
+                journal_pos: seq,
+                t0_ms: 0,
+                rate_hz: 100.0,
+                n: 10,
+                frame: None,
+            }
+        } else {
+            let json = b"{}".to_vec();
+            OutboxRecord::Event { machine, sensor, seq, event_id: seq.to_string(), json }
+        };
+        (seq, r.encode())
+    }
+
+    #[test]
+    fn the_pace_counts_records_with_values_not_raw_samples() {
+        let all = [record(1, true), record(2, false), record(3, true), record(4, false)];
+        let seqs = |r: &[(u64, Vec<u8>)]| r.iter().map(|r| r.0).collect::<Vec<_>>();
+        let mut r = all.to_vec();
+        assert!(within_budget(&mut r, 1));
+        assert_eq!(seqs(&r), [1, 2], "cut after the first event, samples before it kept");
+        let mut r = all.to_vec();
+        assert!(!within_budget(&mut r, 2), "the second event is the last record");
+        assert_eq!(seqs(&r), [1, 2, 3, 4]);
+        let mut r = all.to_vec();
+        assert!(!within_budget(&mut r, usize::MAX));
+        assert_eq!(r.len(), 4);
+    }
 }

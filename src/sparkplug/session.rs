@@ -314,8 +314,8 @@ impl Session {
         self.held = Some(held.map(|(d, _)| d).collect());
     }
 
-    /// How many records the next read after the cursor may take: unbounded unless draining,
-    /// then what the pace allows (`None`: none now).
+    /// How many records with metric values (raw samples do not count) the next read after the
+    /// cursor may take: unbounded unless draining, then what the pace allows (`None`: none now).
     pub fn read_budget(&mut self, now_ms: i64) -> Option<usize> {
         if !self.draining() {
             return Some(usize::MAX);
