@@ -57,3 +57,51 @@ fn demo_delivers_everything_accepted_across_a_broker_outage_and_reconciles() {
     assert!(replayed > 0, "the outage left a backlog that went out flagged: {events}");
     assert!(stdout.contains("demo: ok: everything accepted was delivered"), "{all}");
 }
+
+/// `linegate demo --quick --sparkplug`: the same run with the gateway also a Sparkplug B edge
+/// node, and the host's view printed before the usual reports: births with aliases and types,
+/// the DDATA digest, the values held during the outage sent as historical, first.
+#[test]
+fn demo_with_sparkplug_shows_the_hosts_view_and_the_outage_as_history() {
+    let out = run(linegate(&["demo", "--quick", "--sparkplug"]).current_dir(root()));
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    let all = format!("{stdout}\n--- stderr\n{stderr}");
+    assert!(out.ok(), "{all}");
+    assert!(stderr.contains("Sparkplug B edge node gw-cwru in group demo"), "{all}");
+    assert!(stderr.contains("| Sparkplug "), "progress counts the host's values: {all}");
+    let view = stdout.find("== Sparkplug B: the host's view of spBv1.0/demo/#").expect(&all);
+    assert!(view < stdout.find("== 6 alert(s), explained").expect(&all), "{all}");
+    // Births: the node's bdSeq and rebirth command, every machine's metrics with alias and type.
+    let counts = stdout.lines().find(|l| l.starts_with("messages: ")).expect(&all);
+    let nbirths: u32 = counts["messages: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(nbirths >= 2, "births again after the outage: {counts}");
+    assert!(stdout.contains("Node Control/Rebirth Boolean (alias 1)"), "{all}");
+    for machine in ["motor-a", "motor-b", "motor-c"] {
+        assert!(stdout.contains(&format!("DBIRTH {machine} (the last): ")), "{all}");
+    }
+    let declared = |name: &str, kind: &str| {
+        stdout.lines().any(|l| l.starts_with("  alias ") && l.contains(name) && l.ends_with(kind))
+    };
+    assert!(declared("/accel_rms ", "Double"), "{all}");
+    assert!(declared("/env_bpfi ", "Double"), "{all}");
+    assert!(declared("high-vibration/incident_open ", "Boolean"), "{all}");
+    assert!(declared("inner-race/onset ", "DateTime"), "{all}");
+    // The digest: original timestamps in RFC 3339, and values held during the outage.
+    let digest = stdout.lines().filter(|l| l.starts_with("  motor-") && l.contains("Z .. "));
+    assert!(digest.count() >= 3, "a digest line per metric, times in RFC 3339: {all}");
+    let summary = stdout.lines().find(|l| l.starts_with("sparkplug: ") && l.contains(" values, "));
+    let summary = summary.expect(&all);
+    let historical: u64 = summary
+        .split(", ")
+        .nth(1)
+        .and_then(|p| p.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(historical > 0, "the outage's values came as history: {summary}");
+    assert!(summary.ends_with("each before the live values of its metric"), "{summary}");
+    assert!(stdout.contains("sparkplug: every alias resolved by a birth; seq without a gap"));
+    assert!(!stdout.contains("SPARKPLUG PROBLEM"), "{all}");
+    // The usual demo, unchanged.
+    assert!(stdout.contains("demo: ok: everything accepted was delivered"), "{all}");
+    assert!(stderr.trim_end().ends_with("PASS"), "{all}");
+}

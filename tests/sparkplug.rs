@@ -5,8 +5,8 @@
 //! decoder, run by Debian's nodejs from `target/sparkplug-node`, `tests/sparkplug/decode.js`).
 //!
 //! Asserted on what the hosts received: births decode and declare every metric later sent; `seq`
-//! has no gap within a session; NDEATH's `bdSeq` is its NBIRTH's; after an outage (a proxy in
-//! front of the broker cut) and after a SIGKILL, every held value arrives once, flagged
+//! has no gap within a session; NDEATH's `bdSeq` is its NBIRTH's; after a 30 s outage (a proxy
+//! in front of the broker cut) and after a SIGKILL, every held value arrives once, flagged
 //! historical, with its original timestamp, before newer live values of the same metric; a
 //! rebirth command is answered within a second; with a primary host, nothing is published while
 //! its `STATE` is offline and everything held arrives once it is online.
@@ -100,22 +100,38 @@ fn write_trace(path: &Path, n: i64, t0: i64) {
         for sensor in ["s1", "s2"] {
             let ts = t0 + 1000 * seq;
             let value = if (20..=25).contains(&seq) { 0.9 } else { 0.2 };
-            text.push_str(&format!(
-                r#"{{"at":{},"kind":"event","event":{{"event_id":"m1.{sensor}.{seq}","machine":"m1","sensor":"{sensor}","seq":{seq},"ts_ms":{ts},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":{value},"features":{{"velocity_rms":{}}}}}}}"#,
-                ts + 100,
-                value * 10.0
-            ));
-            text.push('\n');
+            text.push_str(&event_line("m1", sensor, seq, ts, ts + 100, value));
         }
     }
     std::fs::write(path, text).unwrap();
 }
 
+/// One trace line: an event of `machine`/`sensor` at `ts` arriving at `at`, its `velocity_rms`
+/// ten times its value.
+fn event_line(machine: &str, sensor: &str, seq: i64, ts: i64, at: i64, value: f64) -> String {
+    format!(
+        r#"{{"at":{at},"kind":"event","event":{{"event_id":"{machine}.{sensor}.{seq}","machine":"{machine}","sensor":"{sensor}","seq":{seq},"ts_ms":{ts},"clock":{{"state":"synced","err_ms":2}},"metric":"accel_rms","unit":"g","schema":1,"quality":"good","value":{value},"features":{{"velocity_rms":{}}}}}}}"#,
+        value * 10.0
+    ) + "\n"
+}
+
 fn config(dir: &Path, port: u16, trace: &Path, speed: f64, primary_host: Option<&str>) -> PathBuf {
+    config_with(dir, port, trace, speed, primary_host, "")
+}
+
+/// As [`config`], with `mqtt` added to the `[mqtt]` table.
+fn config_with(
+    dir: &Path,
+    port: u16,
+    trace: &Path,
+    speed: f64,
+    primary_host: Option<&str>,
+    mqtt: &str,
+) -> PathBuf {
     let primary = primary_host.map(|h| format!("primary_host = \"{h}\"\n")).unwrap_or_default();
     let text = format!(
         "{}\n[store]\npath = \"{}\"\ncommit_interval = \"20ms\"\n\n\
-         [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nprefix = \"lg\"\n\n\
+         [mqtt]\nhost = \"127.0.0.1\"\nport = {port}\nprefix = \"lg\"\n{mqtt}\n\
          [sparkplug]\nenabled = true\ngroup_id = \"plant\"\n{primary}\n\
          [[source]]\nkind = \"trace\"\npath = \"{}\"\nspeed = {speed:?}\n",
         std::fs::read_to_string(support::trace("golden.toml")).unwrap(),
@@ -233,6 +249,20 @@ fn check_with_npm(messages: &[Value]) {
     }
 }
 
+/// How long the broker is away in the outage test: the length the issue names.
+const OUTAGE: Duration = Duration::from_secs(30);
+
+/// A broker, the independent host with its `STATE` published (`online` or `offline`), and a
+/// subscriber on the JSON topics.
+fn broker_and_host(dir: &Path, state: &str) -> (Broker, Host, Subscriber) {
+    let broker = Broker::start(dir, free_port(), "");
+    let mut host = Host::start(broker.port, "plant", "scada");
+    host.send(state);
+    host.wait("STATE sent", |m| count(m, "STATE_SENT") == 1);
+    let sub = Subscriber::start(dir, broker.port, "lg/gw-test", &[]);
+    (broker, host, sub)
+}
+
 /// Held values (`historical`) arrive once each, before any live value of the same metric in the
 /// same session, each older than those live values; no value arrives twice.
 fn check_history(messages: &[Value]) {
@@ -274,8 +304,8 @@ fn published(host: &Host) -> usize {
     host.node().iter().filter(|m| m["type"] != "NDEATH").count()
 }
 
-/// A broker outage (a proxy between gateway and broker closed for a few seconds) while events
-/// flow: NDEATH by the will, births again on return, the values decided meanwhile sent once as
+/// A broker outage of 30 s (a proxy between gateway and broker closed) while events flow:
+/// NDEATH by the will, births again on return, the values decided meanwhile sent once as
 /// historical before the live ones; a rebirth command answered within a second; the NDEATH of a
 /// clean stop; the JSON topics as ever.
 #[test]
@@ -287,16 +317,18 @@ fn after_an_outage_held_values_arrive_once_as_historical_before_live_ones() {
     let mut host = Host::start(broker.port, "plant", "scada");
     let sub = Subscriber::start(dir.path(), broker.port, "lg/gw-test", &[]);
     let trace = dir.path().join("flow.jsonl");
-    let (n, t0) = (150, 1_700_000_000_000);
+    let (n, t0) = (600, 1_700_000_000_000);
     write_trace(&trace, n, t0);
-    // Ten events per sensor a second: the outage below holds a few dozen of them.
+    // Ten events per sensor a second for 60 s: the outage below holds about 300 of them, and
+    // live values follow it (for about half a minute, however slow the start on a loaded
+    // machine).
     let cfg = config(dir.path(), proxy.port, &trace, 10.0, None);
     let mut d = Daemon::start(&cfg, &[], &[]);
     host.wait("live DDATA", |m| count(m, "DDATA") >= 10);
     proxy.open.send(false).unwrap();
     host.wait("the will: NDEATH", |m| count(m, "NDEATH") >= 1);
     // The outage's length is the point: events are decided and held meanwhile.
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(OUTAGE);
     let before_return = host.node().len();
     proxy.open.send(true).unwrap();
     host.wait("births again", |m| count(m, "NBIRTH") >= 2);
@@ -323,15 +355,37 @@ fn after_an_outage_held_values_arrive_once_as_historical_before_live_ones() {
     // Held during the outage: sent flagged historical after the return, none missing from the
     // first held one on (a value written just before the cut may be lost: QoS 0).
     let after_return = &messages[before_return..];
+    let births: Vec<usize> = (messages.iter().enumerate())
+        .filter(|(_, m)| m["type"] == "NBIRTH")
+        .map(|(i, _)| i)
+        .collect();
+    let returned = &messages[births[1]..births[2]];
     for name in ["s1/accel_rms", "s2/accel_rms", "s1/velocity_rms"] {
         let (held_ts, held) = timestamps(after_return, name);
-        assert!(held >= 5, "{name}: only {held} historical values after the outage");
+        // Ten a second for 30 s, less what the gateway decided before the cut was noticed.
+        assert!(held >= 200, "{name}: only {held} historical values after the outage");
         let (all, _) = timestamps(&messages, name);
         let first_held = *held_ts.iter().next().unwrap();
         let expected: BTreeSet<i64> =
             (1..=n).map(|s| t0 + 1000 * s).filter(|ts| *ts >= first_held).collect();
         let missing: Vec<_> = expected.difference(&all).collect();
         assert!(missing.is_empty(), "{name}: values missing after the outage: {missing:?}");
+        // Everything held is flagged, each once: in the session after the return (up to the
+        // rebirth, after which what was not sent yet is historical again), the historical values
+        // are one unbroken run.
+        let flagged: BTreeSet<i64> = values(returned)
+            .into_iter()
+            .filter(|(_, n, _, historical)| n == name && *historical)
+            .map(|(_, _, ts, _)| ts)
+            .collect();
+        assert!(
+            flagged.len() >= 200,
+            "{name}: only {} held values after the return",
+            flagged.len()
+        );
+        let (first, last) = (flagged.first().unwrap(), flagged.last().unwrap());
+        let run = expected.range(first..=last).copied().collect::<BTreeSet<_>>();
+        assert_eq!(flagged, run, "{name}: every value held during the outage, as historical");
     }
     // The rule's metrics: the incident of seconds 20..=25 opened.
     let rule = values(&messages);
@@ -348,11 +402,7 @@ fn after_an_outage_held_values_arrive_once_as_historical_before_live_ones() {
 #[test]
 fn with_a_primary_host_offline_then_a_sigkill_everything_held_arrives_once_when_it_is_online() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), free_port(), "");
-    let mut host = Host::start(broker.port, "plant", "scada");
-    host.send("offline");
-    host.wait("STATE offline", |m| count(m, "STATE_SENT") == 1);
-    let sub = Subscriber::start(dir.path(), broker.port, "lg/gw-test", &[]);
+    let (broker, mut host, sub) = broker_and_host(dir.path(), "offline");
     let trace = dir.path().join("held.jsonl");
     let (n, t0) = (40, 1_700_000_000_000);
     write_trace(&trace, n, t0);
@@ -363,10 +413,12 @@ fn with_a_primary_host_offline_then_a_sigkill_everything_held_arrives_once_when_
     // The JSON forwarder has acknowledged (and removed) every record: the Sparkplug view still
     // holds them, set aside in the store.
     assert_eq!(published(&host), 0, "published while the primary host is offline");
+    // (A connection lost and made again meanwhile, on a loaded machine, had its will too.)
+    let deaths = count(&host.messages(), "NDEATH");
     d.kill();
     d.wait(DEADLINE);
     // The broker sends the killed connection's will.
-    host.wait("the will: NDEATH", |m| count(m, "NDEATH") == 1);
+    host.wait("the will: NDEATH", |m| count(m, "NDEATH") > deaths);
     let mut d = Daemon::start(&cfg, &[], &[]);
     let connected = || d.log().contains("sparkplug: connected").then_some(());
     assert!(poll(DEADLINE, connected).is_some(), "the restarted gateway did not connect");
@@ -387,4 +439,121 @@ fn with_a_primary_host_offline_then_a_sigkill_everything_held_arrives_once_when_
         assert_eq!(ts, expected, "{name}: every held value, with its original timestamp");
         assert_eq!(historical, n as usize, "{name}: all of them historical, each once");
     }
+}
+
+/// Live data is not starved: with a primary host offline, machine `m1`'s 300 records are held;
+/// once it is online they drain at `replay_rate` (20 a second: 15 s), and machine `m2`, which
+/// holds nothing, starts sending meanwhile: its values arrive live while `m1`'s history is still
+/// arriving, and per metric every held value still precedes the newer live ones.
+#[test]
+fn while_held_values_drain_live_values_of_other_machines_are_not_starved() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, mut host, sub) = broker_and_host(dir.path(), "offline");
+    // m1: 150 events per sensor within the first 0.75 s; m2: 40 events from 8 s on, one every
+    // 200 ms (the trace is replayed at its own pace).
+    let t0: i64 = 1_700_000_000_000;
+    let mut text = String::new();
+    for seq in 1..=150 {
+        for sensor in ["s1", "s2"] {
+            let at = t0 + 5 * seq;
+            text.push_str(&event_line("m1", sensor, seq, at - 100, at, 0.2));
+        }
+    }
+    for seq in 1..=40 {
+        let at = t0 + 8_000 + 200 * seq;
+        text.push_str(&event_line("m2", "s1", seq, at - 100, at, 0.3));
+    }
+    let trace = dir.path().join("fair.jsonl");
+    std::fs::write(&trace, text).unwrap();
+    let cfg =
+        config_with(dir.path(), broker.port, &trace, 1.0, Some("scada"), "replay_rate = 20\n");
+    let mut d = Daemon::start(&cfg, &[], &[]);
+    let of = |machine: &str| {
+        let events = received_events(&sub.messages());
+        events.iter().filter(|(_, e)| e["machine"] == machine).count()
+    };
+    let held = || (of("m1") == 300).then_some(());
+    assert!(poll(DEADLINE, held).is_some(), "m1's JSON events not delivered");
+    assert_eq!(of("m2"), 0, "m2 must hold nothing when the host comes online: a slower machine?");
+    assert_eq!(published(&host), 0, "published while the primary host is offline");
+    host.send("online");
+    let m1_last = t0 + 5 * 150 - 100;
+    let m2_last = t0 + 8_000 + 200 * 40 - 100;
+    host.wait("every value", |m| {
+        timestamps(m, "s2/accel_rms").0.contains(&m1_last)
+            && values(m).iter().any(|v| v.0 == "m2" && v.2 == m2_last)
+    });
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
+
+    let messages = host.node();
+    check_protocol(&messages);
+    check_history(&messages);
+    let all = values(&messages);
+    let m1: Vec<_> = all.iter().filter(|v| v.0 == "m1").collect();
+    assert_eq!(m1.len(), 600, "m1: 300 records, two metrics each, once");
+    assert!(m1.iter().all(|v| v.3), "every value of m1 was held: historical");
+    let m2: Vec<usize> = (all.iter().enumerate())
+        .filter(|(_, v)| v.0 == "m2")
+        .map(|(i, v)| {
+            assert!(!v.3, "m2 held nothing: {v:?} came as historical");
+            i
+        })
+        .collect();
+    assert_eq!(m2.len(), 80, "m2: 40 records, two metrics each");
+    // Arrival order: m2's values while m1's history was still draining.
+    let last_m1 = all.iter().rposition(|v| v.0 == "m1").unwrap();
+    let during = m2.iter().filter(|i| **i < last_m1).count();
+    assert!(during >= 20, "only {during} of m2's values came before m1's drain ended");
+}
+
+/// With a primary host: when its `STATE` goes offline after the births, the node ends its
+/// session (NDEATH with the births' `bdSeq`, then DISCONNECT; Sparkplug B 3.0), connects again,
+/// publishes nothing while the host is offline, and on its return births with a new `bdSeq`
+/// and sends what it held as historical.
+#[test]
+fn the_primary_host_going_offline_ends_the_session_and_what_follows_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, mut host, sub) = broker_and_host(dir.path(), "online");
+    let trace = dir.path().join("host.jsonl");
+    let (n, t0) = (300, 1_700_000_000_000);
+    write_trace(&trace, n, t0);
+    let cfg = config(dir.path(), broker.port, &trace, 10.0, Some("scada"));
+    let mut d = Daemon::start(&cfg, &[], &[]);
+    host.wait("live DDATA", |m| count(m, "DDATA") >= 5);
+    host.send("offline");
+    host.wait("the node's NDEATH", |m| count(m, "NDEATH") >= 1);
+    let at_death = published(&host);
+    let json_at_death = received_events(&sub.messages()).len();
+    // Events decided while the host is offline: the JSON topics carry them, Sparkplug holds.
+    let more = || (received_events(&sub.messages()).len() >= json_at_death + 40).then_some(());
+    assert!(poll(DEADLINE, more).is_some(), "no events decided while the host was offline");
+    let reconnected = || (d.log().matches("sparkplug: connected").count() >= 2).then_some(());
+    assert!(poll(DEADLINE, reconnected).is_some(), "the node did not connect again");
+    assert_eq!(published(&host), at_death, "published while the primary host is offline");
+    host.send("online");
+    host.wait("births once the host is online", |m| count(m, "NBIRTH") >= 2);
+    let last_ts = t0 + 1000 * n;
+    host.wait("every value", |m| timestamps(m, "s1/accel_rms").0.contains(&last_ts));
+    d.signal("TERM");
+    d.wait_success(DEADLINE);
+
+    let messages = host.node();
+    check_protocol(&messages);
+    check_history(&messages);
+    let births: Vec<i64> = (messages.iter().filter(|m| m["type"] == "NBIRTH"))
+        .map(|m| m["bd_seq"].as_i64().unwrap())
+        .collect();
+    assert!(births[1] > births[0], "a new session, a new bdSeq: {births:?}");
+    let second = messages.iter().rposition(|m| m["type"] == "NBIRTH").unwrap();
+    let deaths = count(&messages[..second], "NDEATH");
+    assert_eq!(deaths, 1, "one NDEATH, the node's own: DISCONNECT keeps the will back");
+    let after = &messages[at_death..];
+    let (_, held) = timestamps(after, "s1/accel_rms");
+    assert!(held >= 20, "only {held} values held while the host was offline");
+    let expected: BTreeSet<i64> = (1..=n).map(|s| t0 + 1000 * s).collect();
+    let first_after = timestamps(after, "s1/accel_rms").0.first().copied().unwrap();
+    let (all, _) = timestamps(&messages, "s1/accel_rms");
+    let missing: Vec<_> = expected.range(first_after..).filter(|ts| !all.contains(ts)).collect();
+    assert!(missing.is_empty(), "values missing after the host's return: {missing:?}");
 }

@@ -56,11 +56,11 @@ pub(crate) fn run(
 
 #[cfg(feature = "demo")]
 /// `linegate demo`: exit 1 when reconcile fails or something accepted was not delivered.
-pub(crate) fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
+pub(crate) fn demo(quick: bool, trace: Option<PathBuf>, sparkplug: bool) -> Result<(), Error> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    // The demo's own lines tell the outage; the forwarder's retries would repeat it.
-    let quiet = "warn,rumqttd=off,linegate::forward=error";
+    // The demo's own lines tell the outage; the forwarders' retries would repeat it.
+    let quiet = "warn,rumqttd=off,linegate::forward=error,linegate::sparkplug=error";
     let filter = std::env::var("LINEGATE_LOG")
         .ok()
         .and_then(|v| linegate::telemetry::logging::targets(&v).ok())
@@ -74,7 +74,7 @@ pub(crate) fn demo(quick: bool, trace: Option<PathBuf>) -> Result<(), Error> {
     } else {
         linegate::demo::DemoOptions::full()
     };
-    let opts = linegate::demo::DemoOptions { trace, ..base };
+    let opts = linegate::demo::DemoOptions { trace, sparkplug, ..base };
     if linegate::demo::run(&opts)? {
         Ok(())
     } else {

@@ -30,6 +30,9 @@ enum Command {
         /// The CWRU trace to build the demo from (default: fixtures/traces/cwru.jsonl).
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Also a Sparkplug B edge node, with a host's view of it printed (births, DDATA).
+        #[arg(long)]
+        sparkplug: bool,
     },
     /// Run the whole decision path over a recorded trace, deterministically, without a broker.
     Replay {
@@ -246,7 +249,7 @@ pub(crate) fn main() -> ExitCode {
             run_replay(&trace, &config, &out, files, &switch_config)
         }
         #[cfg(feature = "demo")]
-        Command::Demo { quick, trace } => demo(quick, trace),
+        Command::Demo { quick, trace, sparkplug } => demo(quick, trace, sparkplug),
         Command::CheckConfig { config } => check_config(&config),
         Command::Run { config, exit_at_end, no_forward, forward, drain_timeout } => {
             run(&config, exit_at_end, (!no_forward).then_some(forward), drain_timeout)

@@ -58,7 +58,8 @@ pub struct MqttForwardConfig {
     /// Payload bytes awaiting PUBACK above which only alerts are published (so an alert does
     /// not queue behind a window of raw frames); default 128 KiB; 4 KiB ..= 256 MiB.
     pub inflight_bytes: usize,
-    /// Backlog records per second after an outage or restart; 0 = unpaced; default 2000.
+    /// Backlog records per second after an outage or restart (also the pace of the Sparkplug
+    /// view's held records); 0 = unpaced; default 2000.
     pub replay_rate: u32,
 }
 

@@ -14,7 +14,12 @@
 //! 4. Before the second round the relay is cut: the forwarder loses the broker, the second
 //!    round's records wait in the outbox; the relay is restored, the backlog drains (events
 //!    flagged `"replayed": true`).
-//! 5. At the end: every alert explained (`linegate explain`; for the `env_bpfi` rule's alerts
+//! 5. With `--sparkplug` (`DemoOptions::sparkplug`), the gateway is also a Sparkplug B edge node
+//!    (`[sparkplug]` in group `demo`, through the same relay, so the outage holds its values
+//!    too), and a Sparkplug [`host`] on the broker reads `spBv1.0/demo/#`: the births (metrics,
+//!    aliases, types) and a digest of the DDATA (values, original timestamps, historical flags)
+//!    are printed before the reports below.
+//! 6. At the end: every alert explained (`linegate explain`; for the `env_bpfi` rule's alerts
 //!    also the envelope peaks behind their evidence, [`envelope`]), the reconcile report
 //!    (`linegate reconcile`), and what was accepted against what arrived ([`delivery`]).
 //!
@@ -25,6 +30,7 @@
 pub mod broker;
 pub mod delivery;
 pub mod envelope;
+pub mod host;
 pub mod relay;
 pub mod subscriber;
 pub mod trace;
@@ -73,17 +79,19 @@ pub struct DemoOptions {
     pub speed: f64,
     /// Backlog records per second once the broker is back.
     pub replay_rate: u32,
+    /// The gateway is also a Sparkplug B edge node, and the host's view is printed.
+    pub sparkplug: bool,
 }
 
 impl DemoOptions {
     /// About 30 s: the outage lasts 7.5 s.
     pub fn full() -> DemoOptions {
-        DemoOptions { trace: None, speed: 12.0, replay_rate: 50 }
+        DemoOptions { trace: None, speed: 12.0, replay_rate: 50, sparkplug: false }
     }
 
     /// About 15 s (tests): the same trace, faster.
     pub fn quick() -> DemoOptions {
-        DemoOptions { trace: None, speed: 30.0, replay_rate: 100 }
+        DemoOptions { trace: None, speed: 30.0, replay_rate: 100, sparkplug: false }
     }
 }
 
@@ -101,6 +109,8 @@ const INNER_RACE_TOML: &str = include_str!("../../fixtures/traces/inner_race.tom
 /// The machine of the inner-race golden, with the CWRU rig's bearing.
 const BEARING_MACHINE: &str = "[machines.motor-c]";
 const TOPIC_PREFIX: &str = "linegate";
+/// The Sparkplug group of the demo's edge node.
+const SPARKPLUG_GROUP: &str = "demo";
 
 /// Runs the demo; `Ok(false)` when reconcile failed or something accepted did not arrive.
 pub fn run(opts: &DemoOptions) -> Result<bool, DemoError> {
@@ -174,6 +184,8 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
     let config = Config::load(&config_path)?;
     let root = format!("{TOPIC_PREFIX}/{}", config.gateway.id);
     let arrivals = subscriber::start(broker_port, &root).await?;
+    let host =
+        if opts.sparkplug { Some(host::start(broker_port, SPARKPLUG_GROUP).await?) } else { None };
     say(
         &clock,
         start,
@@ -188,7 +200,22 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         .map_err(|e| DemoError::Setup(format!("forwarder settings: {e}")))?;
     fwd.backoff_min = Duration::from_millis(200);
     fwd.backoff_max = Duration::from_secs(1);
-    let (slot, store_cell) = observed(app::forward::mqtt(fwd, Duration::from_secs(20)));
+    let spb = crate::sparkplug::ShellConfig::from_config(&config, &fwd);
+    let mut slot = app::forward::mqtt(fwd, Duration::from_secs(20));
+    if let Some(spb) = spb {
+        slot = app::forward::with_sparkplug(slot, spb);
+        say(
+            &clock,
+            start,
+            format_args!(
+                "setup: Sparkplug B edge node {} in group {SPARKPLUG_GROUP}, through the same \
+                 path; a Sparkplug host on {}/{SPARKPLUG_GROUP}/#",
+                config.gateway.id,
+                crate::sparkplug::NAMESPACE
+            ),
+        );
+    }
+    let (slot, store_cell) = observed(slot);
     let opts_run = RunOptions { exit_at_end: true, forward: Some(slot), ..Default::default() };
     let pipeline = tokio::spawn(app::run(config.clone(), opts_run, std::future::pending()));
     let run_start = clock.monotonic_ms();
@@ -242,7 +269,7 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
             if let Some(d) = &depth {
                 peak_outbox = peak_outbox.max(d.outbox_records);
             }
-            say(&clock, start, progress(phase, depth, &arrivals));
+            say(&clock, start, progress(phase, depth, &arrivals, host.as_ref()));
         }
     };
     ran.map_err(app::AppError::from)??;
@@ -263,7 +290,11 @@ async fn run_async(opts: &DemoOptions) -> Result<bool, DemoError> {
         tokio::time::sleep(Duration::from_millis(50)).await;
         delivered = delivery::compare(&ledger, &snapshot(&arrivals));
     }
-    let ok = report(&store, &config, &demo.lines, &delivered, peak_outbox, &snapshot(&arrivals))?;
+    let mut ok = true;
+    if let Some(host) = &host {
+        ok &= host_report(host, &clock).await?;
+    }
+    ok &= report(&store, &config, &demo.lines, &delivered, peak_outbox, &snapshot(&arrivals))?;
     say(&clock, start, if ok { "PASS" } else { "FAIL" });
     Ok(ok)
 }
@@ -298,6 +329,7 @@ fn progress(
     phase: Phase,
     depth: Option<Depth>,
     arrivals: &Arc<Mutex<subscriber::Arrivals>>,
+    host: Option<&Arc<Mutex<host::HostView>>>,
 ) -> String {
     let a = snapshot(arrivals);
     let broker = match phase {
@@ -312,13 +344,42 @@ fn progress(
             d.outbox_bytes as f64 / 1024.0
         )
     });
+    let sparkplug = host.and_then(|h| h.lock().ok()).map_or(String::new(), |h| {
+        format!(" | Sparkplug {} values ({} historical)", h.values(), h.historical())
+    });
     format!(
-        "{broker} | {store} | received {} events ({} replayed), {} alert records, {} sample frames",
+        "{broker} | {store} | received {} events ({} replayed), {} alert records, {} sample \
+         frames{sparkplug}",
         a.events.len(),
         a.replayed.len(),
         a.alerts.len(),
         a.samples.len()
     )
+}
+
+/// The Sparkplug host's view, printed once the edge node's clean NDEATH arrived (or 5 s passed:
+/// a host then reports what it has); true when the host read everything and history came first.
+async fn host_report(
+    host: &Arc<Mutex<host::HostView>>,
+    clock: &SystemClock,
+) -> Result<bool, DemoError> {
+    use std::io::Write;
+    let view = || host.lock().map(|h| h.clone()).unwrap_or_default();
+    // Every NBIRTH has its NDEATH once the node stopped cleanly (the outage's by the will).
+    let dead = |h: &host::HostView| {
+        let n = |k: &str| h.counts.get(k).copied().unwrap_or(0);
+        n("NBIRTH") > 0 && n("NDEATH") >= n("NBIRTH")
+    };
+    let settle = clock.monotonic_ms() + 5_000;
+    while !dead(&view()) && clock.monotonic_ms() < settle {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let h = view();
+    let mut out = std::io::stdout().lock();
+    for line in h.lines(SPARKPLUG_GROUP) {
+        writeln!(out, "{line}").map_err(DemoError::io("writing the report"))?;
+    }
+    Ok(h.ok() && h.values() > 0)
 }
 
 /// The forwarder slot `inner`, handing the pipeline's store to the returned cell when it starts
@@ -344,6 +405,11 @@ fn demo_config(
     relay_port: u16,
     opts: &DemoOptions,
 ) -> Result<String, DemoError> {
+    let sparkplug = if opts.sparkplug {
+        format!("[sparkplug]\nenabled = true\ngroup_id = \"{SPARKPLUG_GROUP}\"\n\n")
+    } else {
+        String::new()
+    };
     let part = |text: &'static str, file: &str, header: &str| {
         table(text, header).ok_or_else(|| {
             DemoError::Setup(format!("fixtures/traces/{file} has no {header} table"))
@@ -358,7 +424,7 @@ fn demo_config(
         "{cwru}\n{bearing_rule}\n\n{machine}\n\n\
          [store]\npath = {store:?}\ncommit_interval = \"20ms\"\n\n\
          [mqtt]\nhost = \"127.0.0.1\"\nport = {relay_port}\nprefix = \"{TOPIC_PREFIX}\"\n\
-         keep_alive = \"5s\"\nreplay_rate = {rate}\n\n\
+         keep_alive = \"5s\"\nreplay_rate = {rate}\n\n{sparkplug}\
          [[source]]\nkind = \"trace\"\npath = {trace:?}\nspeed = {speed:?}\n",
         store = dir.join("store").display().to_string(),
         trace = trace.display().to_string(),
@@ -527,5 +593,11 @@ mod tests {
         let asset = &config.machines["motor-c"];
         assert_eq!(asset.rpm, Some(1797.0));
         assert!(asset.envelope_missing().is_empty(), "{asset:?}");
+        assert_eq!(config.sparkplug, None);
+        let opts = DemoOptions { sparkplug: true, ..DemoOptions::quick() };
+        let text = demo_config(dir.path(), &dir.path().join("t.jsonl"), 1883, &opts);
+        std::fs::write(&path, text.unwrap()).unwrap();
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.sparkplug.map(|s| s.group_id).as_deref(), Some(SPARKPLUG_GROUP));
     }
 }

@@ -92,44 +92,58 @@ struct AlertHead {
 /// Connects to the broker at `127.0.0.1:port`, subscribes to `root/#` and returns once the
 /// subscription is acknowledged; arrivals are counted into the returned cell from then on.
 pub async fn start(port: u16, root: &str) -> Result<Arc<Mutex<Arrivals>>, DemoError> {
-    let mut opts = MqttOptions::new("linegate-demo-subscriber", "127.0.0.1", port);
+    let arrivals = Arc::new(Mutex::new(Arrivals::default()));
+    let (cell, prefix) = (arrivals.clone(), root.to_owned());
+    let filter = format!("{root}/#");
+    listen("linegate-demo-subscriber", port, &filter, move |topic, payload| {
+        if let Ok(mut a) = cell.lock() {
+            a.take(&prefix, topic, payload);
+        }
+    })
+    .await?;
+    Ok(arrivals)
+}
+
+/// Connects as `client_id` to the broker at `127.0.0.1:port`, subscribes to `filter` (QoS 1) and
+/// returns once the subscription is acknowledged; from then on a task hands every PUBLISH to
+/// `on_publish` (reconnecting after an error).
+pub(super) async fn listen(
+    client_id: &str,
+    port: u16,
+    filter: &str,
+    mut on_publish: impl FnMut(&str, &[u8]) + Send + 'static,
+) -> Result<(), DemoError> {
+    let mut opts = MqttOptions::new(client_id, "127.0.0.1", port);
     opts.set_keep_alive(Duration::from_secs(30));
     opts.set_max_packet_size(1 << 20, 1 << 20);
     let (client, mut eventloop) = AsyncClient::new(opts, 64);
     client
-        .subscribe(format!("{root}/#"), QoS::AtLeastOnce)
+        .subscribe(filter, QoS::AtLeastOnce)
         .await
-        .map_err(|e| DemoError::Setup(format!("subscribing to {root}/#: {e}")))?;
-    let arrivals = Arc::new(Mutex::new(Arrivals::default()));
+        .map_err(|e| DemoError::Setup(format!("subscribing to {filter}: {e}")))?;
     loop {
         match tokio::time::timeout(Duration::from_secs(10), eventloop.poll()).await {
             Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => break,
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                return Err(DemoError::Setup(format!("the subscriber cannot connect: {e}")))
-            }
+            Ok(Err(e)) => return Err(DemoError::Setup(format!("{client_id} cannot connect: {e}"))),
             Err(_) => return Err(DemoError::Setup("no SUBACK from the broker in 10 s".into())),
         }
     }
-    let (cell, root) = (arrivals.clone(), root.to_owned());
+    let who = client_id.to_owned();
     tokio::spawn(async move {
         let _client = client; // dropping it would end the event loop
         loop {
             match eventloop.poll().await {
-                Ok(Event::Incoming(Packet::Publish(p))) => {
-                    if let Ok(mut a) = cell.lock() {
-                        a.take(&root, &p.topic, &p.payload);
-                    }
-                }
+                Ok(Event::Incoming(Packet::Publish(p))) => on_publish(&p.topic, &p.payload),
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!("demo subscriber: {e}; reconnecting");
+                    tracing::warn!("{who}: {e}; reconnecting");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
         }
     });
-    Ok(arrivals)
+    Ok(())
 }
 
 #[cfg(test)]

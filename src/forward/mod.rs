@@ -48,6 +48,7 @@ use std::time::Duration;
 
 pub use client::{jittered_backoff, poll, run, ForwardError, ForwarderConfig};
 pub use fetch::FetchError;
+pub(crate) use pace::Pace;
 pub use payload::{OFFLINE, ONLINE, STATUS};
 pub use request::{Fetched, Next, Publish, Read, Stream, Write, Written};
 pub use security::{client_config, read_password, read_secret, secret_path, SecurityError};

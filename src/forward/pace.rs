@@ -2,7 +2,7 @@
 //! tenth of a second's worth (at least one record). Pure: the time is given.
 
 #[derive(Debug)]
-pub(super) struct Pace {
+pub(crate) struct Pace {
     /// Records per second; 0 means unpaced.
     rate: u32,
     tokens: f64,
@@ -10,17 +10,17 @@ pub(super) struct Pace {
 }
 
 impl Pace {
-    pub(super) fn new(rate: u32) -> Self {
+    pub(crate) fn new(rate: u32) -> Self {
         Pace { rate, tokens: 0.0, refilled_ms: 0 }
     }
 
     /// A new connection: one record may go at once.
-    pub(super) fn restart(&mut self, now_ms: i64) {
+    pub(crate) fn restart(&mut self, now_ms: i64) {
         self.tokens = 1.0;
         self.refilled_ms = now_ms;
     }
 
-    pub(super) fn refill(&mut self, now_ms: i64) {
+    pub(crate) fn refill(&mut self, now_ms: i64) {
         let rate = f64::from(self.rate);
         let elapsed = (now_ms - self.refilled_ms).max(0) as f64;
         let burst = (rate / 10.0).max(1.0);
@@ -29,7 +29,7 @@ impl Pace {
     }
 
     /// How many backlog records may go now (`usize::MAX` unpaced); `None`: none.
-    pub(super) fn budget(&self) -> Option<usize> {
+    pub(crate) fn budget(&self) -> Option<usize> {
         match self.rate {
             0 => Some(usize::MAX),
             _ if self.tokens >= 1.0 => Some(self.tokens as usize),
@@ -38,14 +38,14 @@ impl Pace {
     }
 
     /// `records` backlog records went.
-    pub(super) fn spend(&mut self, records: usize) {
+    pub(crate) fn spend(&mut self, records: usize) {
         if self.rate > 0 {
             self.tokens -= records as f64;
         }
     }
 
     /// Milliseconds until a backlog record may go, while none may (paced only).
-    pub(super) fn wait_ms(&self) -> Option<i64> {
+    pub(crate) fn wait_ms(&self) -> Option<i64> {
         (self.rate > 0 && self.tokens < 1.0)
             .then(|| ((1.0 - self.tokens) * 1000.0 / f64::from(self.rate)).ceil() as i64)
             .map(|ms| ms.max(1))

@@ -11,6 +11,7 @@
 //! message the broker or a subscriber drops after that is lost to the Sparkplug view; the JSON
 //! topics (QoS 1, removed from the outbox only on PUBACK) still carry it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +65,9 @@ async fn blocking<T: Send + 'static>(
 enum End {
     Shutdown,
     Lost(String),
+    /// The primary host went offline after the births: the session ended with NDEATH and
+    /// DISCONNECT; a new one waits for its `STATE` online.
+    HostOffline,
 }
 
 /// Runs until `shutdown` turns true (then drains for at most `cfg.drain` while connected, sends
@@ -98,24 +102,32 @@ pub async fn run(
         let end = shell.drive(&mut session, rx, &mut shutdown).await;
         let connected = stats.online.swap(false, Ordering::Relaxed);
         session.on_disconnect();
-        match end? {
+        let b = &cfg.broker;
+        let wait = match end? {
             End::Shutdown => {
                 let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
                 return Ok(());
             }
+            End::HostOffline => {
+                // The NDEATH and the DISCONNECT are written before the next connection.
+                let _ = tokio::time::timeout(Duration::from_secs(2), poller).await;
+                failures = 1;
+                tracing::info!("sparkplug: session ended (primary host offline); connecting again");
+                jittered_backoff(b.backoff_min, b.backoff_max, failures, clock.monotonic_ms())
+            }
             End::Lost(why) => {
                 poller.abort();
                 failures = if connected { 1 } else { failures.saturating_add(1) };
-                let b = &cfg.broker;
                 let wait =
                     jittered_backoff(b.backoff_min, b.backoff_max, failures, clock.monotonic_ms());
                 tracing::warn!(broker = %format!("{}:{}", b.host, b.port), %why,
                     retry_in_ms = wait.as_millis() as u64, "sparkplug: connection lost or refused");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.changed() => {}
-                }
+                wait
             }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => {}
         }
     }
 }
@@ -166,6 +178,8 @@ struct Progress {
 
 /// How often the records the view holds are counted: a count reads them all.
 const HELD_EVERY_MS: i64 = 1000;
+/// Records read at a time by the scan for devices with held records.
+const SCAN_CHUNK: usize = 4096;
 
 impl Shell<'_> {
     async fn next_outbox(&self) -> Result<u64, SparkplugError> {
@@ -233,6 +247,10 @@ impl Shell<'_> {
                 if let Some(end) = self.publish(out, &mut p).await {
                     return Ok(end);
                 }
+                if session.take_end() {
+                    self.close(session, &mut rx).await;
+                    return Ok(End::HostOffline);
+                }
                 next = rx.try_recv().ok();
             }
             if p.unwritten == 0 {
@@ -243,15 +261,7 @@ impl Shell<'_> {
                 }
             }
             if session.live() && p.unwritten == 0 && p.advance_to.is_none() {
-                let records = self.read(session.cursor()).await?;
-                p.more = records.len() >= self.cfg.read_limit;
-                let last = records.last().map(|r| r.0);
-                let decoded = decode(records);
-                let out = session.take(&decoded, self.clock.now_ms());
-                if let Some(last) = last {
-                    session.pass(last);
-                    p.advance_to = Some(session.cursor());
-                }
+                let out = self.round(session, &mut p).await?;
                 if let Some(end) = self.publish(out, &mut p).await {
                     return Ok(end);
                 }
@@ -263,7 +273,7 @@ impl Shell<'_> {
                 let out_of_time =
                     self.clock.monotonic_ms() - since > self.cfg.drain.as_millis() as i64;
                 if caught_up && p.advance_to.is_none() || out_of_time || !session.live() {
-                    return Ok(self.close(session).await);
+                    return Ok(self.close(session, &mut rx).await);
                 }
             }
             let now = self.clock.monotonic_ms();
@@ -276,10 +286,70 @@ impl Shell<'_> {
         }
     }
 
-    /// At most `read_limit` records after `cursor`, raw samples left out without decoding.
-    async fn read(&self, cursor: u64) -> Result<Vec<(u64, Vec<u8>)>, SparkplugError> {
-        let (s, limit) = (self.store.clone(), self.cfg.read_limit);
+    /// One round of reads: after the births, the scan for devices with held records; then the
+    /// records after the cursor (as many as the pace of held records allows), and while held
+    /// records drain, the live ones of devices with nothing held. Returns what to publish.
+    async fn round(
+        &self,
+        session: &mut Session,
+        p: &mut Progress,
+    ) -> Result<Vec<Publish>, SparkplugError> {
+        if let Some((after, before)) = session.scan_due() {
+            let last = self.scan(after, before).await?;
+            session.scanned(last);
+        }
+        let mut out = Vec::new();
+        p.more = false;
+        let limit = self.cfg.read_limit;
+        if let Some(budget) = session.read_budget(self.clock.now_ms()) {
+            let mut records = self.read(session.cursor(), limit).await?;
+            // A read the pace cut short waits for the next tick, not a read at once.
+            let cut = within_budget(&mut records, budget);
+            p.more = !cut && records.len() >= limit;
+            if let Some(last) = records.last().map(|r| r.0) {
+                out = session.take(&decode(records), self.clock.now_ms());
+                session.pass(last);
+                p.advance_to = Some(session.cursor());
+            }
+        }
+        if let Some(after) = session.live_after() {
+            let records = self.read(after, limit).await?;
+            p.more |= records.len() >= limit;
+            if let Some(last) = records.last().map(|r| r.0) {
+                out.extend(session.take_live(&decode(records), last, self.clock.now_ms()));
+                p.advance_to = Some(session.cursor());
+            }
+        }
+        Ok(out)
+    }
+
+    /// At most `limit` records after `cursor`, raw samples left out without decoding.
+    async fn read(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, SparkplugError> {
+        let s = self.store.clone();
         blocking(move || s.read().sparkplug_after(cursor, limit)).await
+    }
+
+    /// Per device, the last outbox sequence of it in `(after, before)`: where held records are.
+    async fn scan(&self, after: u64, before: u64) -> Result<BTreeMap<String, u64>, SparkplugError> {
+        let s = self.store.clone();
+        blocking(move || {
+            let mut last = BTreeMap::new();
+            let mut from = after;
+            loop {
+                let chunk = s.read().sparkplug_after(from, SCAN_CHUNK)?;
+                let (len, end) = (chunk.len(), chunk.last().map_or(before, |r| r.0));
+                for (seq, record) in decode(chunk).into_iter().filter(|r| r.0 < before) {
+                    if let Some(d) = super::values::device(&record) {
+                        last.insert(d.to_owned(), seq);
+                    }
+                }
+                if len < SCAN_CHUNK || end >= before {
+                    return Ok(last);
+                }
+                from = end;
+            }
+        })
+        .await
     }
 
     /// Hands `out` to rumqttc; `Some` when the connection's request channel is gone.
@@ -296,14 +366,44 @@ impl Shell<'_> {
     }
 
     /// A clean end: the NDEATH (the broker sends the will only when a connection breaks), then
-    /// DISCONNECT.
-    async fn close(&self, session: &Session) -> End {
+    /// DISCONNECT, waited for (at most half a second: a stop's drain is short) until written: a
+    /// connection dropped before it would have the broker send the will, a second NDEATH.
+    async fn close(
+        &self,
+        session: &Session,
+        rx: &mut mpsc::UnboundedReceiver<Result<Event, ConnectionError>>,
+    ) -> End {
         let death = session.death(self.clock.now_ms());
         self.stats.sent(&death);
         let _ = self.client.publish(death.topic, QoS::AtLeastOnce, false, death.payload).await;
         let _ = self.client.disconnect().await;
+        let written = async {
+            while let Some(Ok(ev)) = rx.recv().await {
+                if matches!(ev, Event::Outgoing(Outgoing::Disconnect)) {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_millis(500), written).await;
         End::Shutdown
     }
+}
+
+/// `records` cut after the `budget`-th one that is not raw samples (those carry no metric values
+/// and cost the pace nothing); true when something was cut.
+fn within_budget(records: &mut Vec<(u64, Vec<u8>)>, budget: usize) -> bool {
+    let mut counted = 0;
+    for (i, (_, bytes)) in records.iter().enumerate() {
+        if OutboxRecord::peek_bulk(bytes) != Some(Bulk::Samples) {
+            counted += 1;
+            if counted == budget {
+                let cut = i + 1 < records.len();
+                records.truncate(i + 1);
+                return cut;
+            }
+        }
+    }
+    false
 }
 
 /// The records decoded; one that does not decode is left out with a warning (the JSON
@@ -320,4 +420,43 @@ fn decode(records: Vec<(u64, Vec<u8>)>) -> Vec<(u64, OutboxRecord)> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, samples: bool) -> (u64, Vec<u8>) {
+        let (machine, sensor) = ("m".to_owned(), "s".to_owned());
+        let r = if samples {
+            OutboxRecord::Samples {
+                machine,
+                sensor,
+                journal_pos: seq,
+                t0_ms: 0,
+                rate_hz: 100.0,
+                n: 10,
+                frame: None,
+            }
+        } else {
+            let json = b"{}".to_vec();
+            OutboxRecord::Event { machine, sensor, seq, event_id: seq.to_string(), json }
+        };
+        (seq, r.encode())
+    }
+
+    #[test]
+    fn the_pace_counts_records_with_values_not_raw_samples() {
+        let all = [record(1, true), record(2, false), record(3, true), record(4, false)];
+        let seqs = |r: &[(u64, Vec<u8>)]| r.iter().map(|r| r.0).collect::<Vec<_>>();
+        let mut r = all.to_vec();
+        assert!(within_budget(&mut r, 1));
+        assert_eq!(seqs(&r), [1, 2], "cut after the first event, samples before it kept");
+        let mut r = all.to_vec();
+        assert!(!within_budget(&mut r, 2), "the second event is the last record");
+        assert_eq!(seqs(&r), [1, 2, 3, 4]);
+        let mut r = all.to_vec();
+        assert!(!within_budget(&mut r, usize::MAX));
+        assert_eq!(r.len(), 4);
+    }
 }

@@ -58,6 +58,7 @@ impl ShellConfig {
                 node_id: config.gateway.id.clone(),
                 primary_host: s.primary_host.clone(),
                 iso,
+                replay_rate: mqtt.session.replay_rate,
             },
             read_limit: READ_LIMIT,
             idle_poll: Duration::from_millis(100),

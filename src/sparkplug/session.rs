@@ -18,6 +18,21 @@
 //! - Nothing is published while the connection is down or the primary host is offline. Records
 //!   older than the moment births went out (outbox sequence below `boundary`) are sent with
 //!   `is_historical`, oldest first; younger ones are live.
+//! - The primary host's `STATE` going offline after the births ends the session: NDEATH, then
+//!   DISCONNECT ([`Session::take_end`]); the shell connects again and waits for `STATE` online
+//!   before the next births (Sparkplug B 3.0: an edge node terminates its session with a server
+//!   where its primary host is offline; with one server, "the next one" is the same one).
+//!
+//! # Fairness: live data is not starved by held data
+//!
+//! Held records drain at the JSON forwarder's pace (`[mqtt] replay_rate` records a second) from
+//! the cursor, in outbox order ([`Session::take`]). Meanwhile a second reader looks at the live
+//! records ([`Session::live_after`], [`Session::take_live`]): those of a device (a machine) with
+//! nothing held go at once, as live values; those of a device with held records wait for the
+//! cursor, so per device, hence per metric, every held value precedes the newer live ones. Which
+//! devices hold records is found by the shell's scan of the held range after the births
+//! ([`Session::scan_due`], [`Session::scanned`]). What a device sent ahead of the cursor is kept
+//! in the metric table (`sent_ahead`), stored with the cursor, and the cursor's reader skips it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,8 +40,9 @@ use prost::Message;
 
 use super::proto::{datatype, payload, Payload};
 use super::table::{Entry, Table, REBIRTH_ALIAS};
-use super::values::{updates, Quality, Update, Value};
+use super::values::{device, updates, Quality, Update, Value};
 use crate::config::IsoClass;
+use crate::forward::Pace;
 use crate::records::outbox::OutboxRecord;
 
 /// The namespace of Sparkplug B topics.
@@ -44,6 +60,9 @@ pub struct SessionConfig {
     pub primary_host: Option<String>,
     /// Machines' ISO classes (for `iso_zone`).
     pub iso: BTreeMap<String, IsoClass>,
+    /// Held records handed over per second while they drain (the JSON forwarder's
+    /// `replay_rate`); 0: unpaced.
+    pub replay_rate: u32,
 }
 
 /// Sparkplug message types the node sends.
@@ -106,6 +125,14 @@ pub struct Session {
     stored: u64,
     /// The metric table as stored with `stored`.
     stored_table: Table,
+    /// True once the primary host went offline after the births: the session must end.
+    end: bool,
+    /// The pace of held records.
+    pace: Pace,
+    /// While held records drain: the devices that have some (`None` until the scan said).
+    held: Option<BTreeSet<String>>,
+    /// While held records drain: the last outbox sequence the live reader looked at.
+    live_pos: u64,
 }
 
 impl Session {
@@ -113,7 +140,11 @@ impl Session {
     /// sequence it sent.
     pub fn new(cfg: SessionConfig, table: Table, cursor: u64) -> Self {
         Session {
+            pace: Pace::new(cfg.replay_rate),
             cfg,
+            end: false,
+            held: None,
+            live_pos: 0,
             stored_table: table.clone(),
             table,
             bd_seq: 0,
@@ -200,11 +231,13 @@ impl Session {
         self.birthed = false;
         self.host_online = false;
         self.born.clear();
+        self.held = None;
+        self.end = false;
     }
 
     /// The primary host's `STATE` message: online, births (unless already sent); offline,
-    /// nothing more is published until it is online again. A payload that does not read is
-    /// ignored (a warning).
+    /// nothing more is published until it is online again, and a session whose births went out
+    /// must end ([`Session::take_end`]). A payload that does not read is ignored (a warning).
     pub fn on_state(&mut self, payload: &[u8], next_outbox: u64, now_ms: i64) -> Vec<Publish> {
         let Some(online) = parse_state(payload) else {
             tracing::warn!(payload = %String::from_utf8_lossy(payload),
@@ -218,9 +251,11 @@ impl Session {
             if self.host_online {
                 tracing::info!("sparkplug: primary host offline: holding everything");
             }
+            self.end |= self.birthed;
             self.host_online = false;
             self.birthed = false;
             self.born.clear();
+            self.held = None;
             return Vec::new();
         }
         self.host_online = true;
@@ -254,6 +289,46 @@ impl Session {
         self.connected && self.host_online && self.birthed
     }
 
+    /// True once: the primary host went offline after the births, so the session ends (NDEATH,
+    /// DISCONNECT) and a new one waits for it.
+    pub fn take_end(&mut self) -> bool {
+        std::mem::take(&mut self.end)
+    }
+
+    /// Held records remain to be handed over (below `boundary`, after the cursor).
+    pub fn draining(&self) -> bool {
+        self.live() && self.cursor.saturating_add(1) < self.boundary
+    }
+
+    /// While draining, until [`Session::scanned`]: the outbox range `(after, before)` whose
+    /// records' devices hold data.
+    pub fn scan_due(&self) -> Option<(u64, u64)> {
+        (self.draining() && self.held.is_none()).then_some((self.cursor, self.boundary))
+    }
+
+    /// The scan's answer: per device, its last outbox sequence in the range. A device whose
+    /// last one was sent ahead already holds nothing.
+    pub fn scanned(&mut self, last: BTreeMap<String, u64>) {
+        let ahead = &self.table.sent_ahead;
+        let held = last.into_iter().filter(|(d, seq)| ahead.get(d).is_none_or(|a| a < seq));
+        self.held = Some(held.map(|(d, _)| d).collect());
+    }
+
+    /// How many records with metric values (raw samples do not count) the next read after the
+    /// cursor may take: unbounded unless draining, then what the pace allows (`None`: none now).
+    pub fn read_budget(&mut self, now_ms: i64) -> Option<usize> {
+        if !self.draining() {
+            return Some(usize::MAX);
+        }
+        self.pace.refill(now_ms);
+        self.pace.budget()
+    }
+
+    /// While draining (once scanned): where the live reader reads from.
+    pub fn live_after(&self) -> Option<u64> {
+        (self.draining() && self.held.is_some()).then(|| self.live_pos.max(self.cursor))
+    }
+
     /// The last outbox sequence handed over.
     pub fn cursor(&self) -> u64 {
         self.cursor
@@ -279,17 +354,56 @@ impl Session {
     }
 
     /// Hands over outbox records (in sequence order, after the cursor): their metric values
-    /// as DDATA per device, with a DBIRTH first for a device with metrics it has not declared.
-    /// The cursor moves past them. Nothing while not [`Session::live`].
+    /// as DDATA per device, with a DBIRTH first for a device with metrics it has not declared;
+    /// records a device sent ahead are left out. The cursor moves past them. Nothing while not
+    /// [`Session::live`].
     pub fn take(&mut self, records: &[(u64, OutboxRecord)], now_ms: i64) -> Vec<Publish> {
         if !self.live() {
             return Vec::new();
         }
+        let mut chosen = Vec::with_capacity(records.len());
+        for (seq, record) in records {
+            self.cursor = self.cursor.max(*seq);
+            let ahead = device(record).and_then(|d| self.table.sent_ahead.get(d));
+            if ahead.is_none_or(|a| seq > a) {
+                chosen.push((*seq, record));
+            }
+        }
+        let cursor = self.cursor;
+        self.table.sent_ahead.retain(|_, a| *a > cursor);
+        self.pace.spend(chosen.iter().filter(|(seq, _)| *seq < self.boundary).count());
+        self.messages(&chosen, now_ms)
+    }
+
+    /// While draining: live records read after [`Session::live_after`] through `last_read`.
+    /// Those of devices with nothing held go now; the others are left to the cursor's reader.
+    pub fn take_live(
+        &mut self,
+        records: &[(u64, OutboxRecord)],
+        last_read: u64,
+        now_ms: i64,
+    ) -> Vec<Publish> {
+        let Some(held) = self.held.take().filter(|_| self.draining()) else { return Vec::new() };
+        let mut chosen = Vec::new();
+        for (seq, record) in records {
+            let Some(d) = device(record).filter(|d| !held.contains(*d)) else { continue };
+            let ahead = self.table.sent_ahead.entry(d.to_owned()).or_default();
+            if *seq > *ahead {
+                *ahead = *seq;
+                chosen.push((*seq, record));
+            }
+        }
+        self.held = Some(held);
+        self.live_pos = self.live_pos.max(last_read);
+        self.messages(&chosen, now_ms)
+    }
+
+    /// The DDATA (and DBIRTHs) of `records`.
+    fn messages(&mut self, records: &[(u64, &OutboxRecord)], now_ms: i64) -> Vec<Publish> {
         // Per device, in record order; devices in order of first appearance.
         let mut order: Vec<String> = Vec::new();
         let mut per_device: BTreeMap<String, Vec<(Update, bool)>> = BTreeMap::new();
         for (seq, record) in records {
-            self.cursor = self.cursor.max(*seq);
             let historical = *seq < self.boundary;
             for u in updates(record, &self.cfg.iso) {
                 if !per_device.contains_key(&u.device) {
@@ -337,6 +451,9 @@ impl Session {
         self.birthed = true;
         self.born.clear();
         self.boundary = next_outbox;
+        self.held = None;
+        self.live_pos = next_outbox.saturating_sub(1);
+        self.pace.restart(now_ms);
         let rebirth = payload::Metric {
             name: Some(REBIRTH.into()),
             alias: Some(REBIRTH_ALIAS),

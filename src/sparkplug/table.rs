@@ -28,6 +28,11 @@ pub struct Table {
     next_alias: u64,
     /// Device (machine) → metric name → entry.
     pub devices: BTreeMap<String, BTreeMap<String, Entry>>,
+    /// Device → the last outbox sequence of it sent past the view's cursor, while held records
+    /// drained and live ones of other devices went meanwhile (`session.rs`, "Fairness"). Kept
+    /// here, stored with the cursor in one batch, so a restart does not send them again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sent_ahead: BTreeMap<String, u64>,
 }
 
 impl Table {

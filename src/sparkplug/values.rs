@@ -131,6 +131,15 @@ pub fn updates(record: &OutboxRecord, iso: &BTreeMap<String, IsoClass>) -> Vec<U
     }
 }
 
+/// The device (machine) whose metrics `record` carries: every value of one record belongs to one
+/// device; none for raw samples and gap notices.
+pub(super) fn device(record: &OutboxRecord) -> Option<&str> {
+    match record {
+        OutboxRecord::Event { machine, .. } | OutboxRecord::Alert { machine, .. } => Some(machine),
+        OutboxRecord::Samples { .. } | OutboxRecord::Gap(_) => None,
+    }
+}
+
 fn event_updates(machine: &str, sensor: &str, e: EventView, iso: Option<&IsoClass>) -> Vec<Update> {
     let quality = Quality::parse(e.quality.as_deref());
     let mut values = BTreeMap::new();

@@ -18,10 +18,10 @@
 use super::state::outbox_key;
 use super::{decode_u64, Result, Store, STATE};
 
-const CURSOR: &[u8] = b"n/spb/cursor";
-const BD_SEQ: &[u8] = b"n/spb/bd_seq";
-const TABLE: &[u8] = b"n/spb/metrics";
-const ASIDE: &[u8] = b"p/";
+pub(super) const CURSOR: &[u8] = b"n/spb/cursor";
+pub(super) const BD_SEQ: &[u8] = b"n/spb/bd_seq";
+pub(super) const TABLE: &[u8] = b"n/spb/metrics";
+pub(super) const ASIDE: &[u8] = b"p/";
 
 fn aside_key(seq: u64) -> [u8; 10] {
     let mut k = outbox_key(seq);
@@ -115,7 +115,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Records the view has not sent: set aside, plus those in the outbox past the cursor.
+    /// Records the view has not passed: set aside, plus those in the outbox past the cursor
+    /// (while held records drain, those of other machines sent ahead of the cursor count too).
     pub fn sparkplug_held(&self) -> Result<u64> {
         let Some(cursor) = self.spb_u64(CURSOR)? else { return Ok(0) };
         let aside = self.state.scan_prefix(ASIDE).count() as u64;

@@ -8,6 +8,7 @@ fn cfg(primary_host: Option<&str>) -> SessionConfig {
         node_id: "gw-1".into(),
         primary_host: primary_host.map(Into::into),
         iso: BTreeMap::new(),
+        replay_rate: 0,
     }
 }
 
@@ -163,4 +164,95 @@ fn a_rebirth_command_sends_the_births_again_with_seq_from_zero() {
     assert_eq!(kinds(&out), [Kind::NBirth, Kind::DBirth]);
     assert_eq!(decode(&out[0]).seq, Some(0));
     assert_eq!(bd_seq_of(&decode(&out[0])), Some(payload::metric::Value::LongValue(3)));
+}
+
+#[test]
+fn while_held_records_drain_devices_with_nothing_held_go_live_and_the_others_wait() {
+    let mut s = Session::new(cfg(None), Table::default(), 0);
+    s.begin(0, 0);
+    // Records 1..=3 of press-1 are held; the births come with the outbox at 4.
+    s.on_connack(4, 0);
+    assert!(s.draining());
+    assert_eq!(s.scan_due(), Some((0, 4)));
+    assert_eq!(s.live_after(), None, "not before the scan");
+    s.scanned(BTreeMap::from([("press-1".to_owned(), 3)]));
+    assert_eq!(s.live_after(), Some(3));
+    // The live reader: press-2 (nothing held) goes now, live; press-1's live record waits.
+    let live = [(4, event("press-2", 1, 400, 1.0)), (5, event("press-1", 4, 500, 1.0))];
+    let out = s.take_live(&live, 5, 0);
+    assert_eq!(kinds(&out), [Kind::DBirth, Kind::DData]);
+    assert!(out[1].topic.ends_with("/press-2") && out[1].historical == 0);
+    assert_eq!(s.live_after(), Some(5));
+    assert_eq!(s.table().sent_ahead, BTreeMap::from([("press-2".to_owned(), 4)]));
+    // The cursor's reader: press-1's held records, historical, then its live one; press-2's
+    // record sent ahead is left out.
+    let head: Vec<(u64, OutboxRecord)> =
+        (1..=3).map(|i| (i, event("press-1", i, i as i64 * 100, 1.0))).chain(live).collect();
+    let out = s.take(&head, 0);
+    assert_eq!(kinds(&out), [Kind::DBirth, Kind::DData]);
+    assert!(out[1].topic.ends_with("/press-1"));
+    assert_eq!(out[1].historical, 6, "three held records, two metrics each");
+    let flags: Vec<Option<bool>> =
+        decode(&out[1]).metrics.iter().map(|m| m.is_historical).collect();
+    assert_eq!(
+        flags,
+        [Some(true), Some(true), Some(true), Some(true), Some(true), Some(true), None, None]
+    );
+    assert_eq!(s.cursor(), 5);
+    assert!(!s.draining());
+    assert_eq!(s.live_after(), None);
+    assert!(s.table().sent_ahead.is_empty(), "passed by the cursor");
+}
+
+#[test]
+fn what_was_sent_ahead_is_stored_and_not_sent_again_after_a_reconnect() {
+    let mut s = Session::new(cfg(None), Table::default(), 0);
+    s.begin(0, 0);
+    s.on_connack(3, 0);
+    s.scanned(BTreeMap::from([("press-1".to_owned(), 2)]));
+    s.take_live(&[(3, event("press-2", 1, 300, 1.0))], 3, 0);
+    s.stored(0);
+    let stored = Table::decode(&s.table().encode());
+    assert_eq!(stored.sent_ahead, BTreeMap::from([("press-2".to_owned(), 3)]));
+    // A restart on the stored place: record 3 is not sent again; press-2 holds nothing.
+    let mut s = Session::new(cfg(None), stored, 0);
+    s.begin(1, 0);
+    s.on_connack(5, 0);
+    s.scanned(BTreeMap::from([("press-1".to_owned(), 2), ("press-2".to_owned(), 3)]));
+    let out = s.take_live(&[(5, event("press-2", 3, 500, 1.0))], 5, 0);
+    assert_eq!(kinds(&out), [Kind::DData], "press-2 was born with the node");
+    assert_eq!(decode(&out[0]).metrics[0].timestamp, Some(500), "press-2 goes live");
+    let head = [(1, event("press-1", 1, 100, 1.0)), (3, event("press-2", 1, 300, 1.0))];
+    let out = s.take(&head, 0);
+    assert_eq!(kinds(&out), [Kind::DBirth, Kind::DData]);
+    assert!(out[1].topic.ends_with("/press-1"), "press-2's record 3 was sent before");
+}
+
+#[test]
+fn held_records_drain_at_the_replay_rate() {
+    let mut s = Session::new(SessionConfig { replay_rate: 20, ..cfg(None) }, Table::default(), 0);
+    s.begin(0, 0);
+    s.on_connack(100, 1_000);
+    assert_eq!(s.read_budget(1_000), Some(1), "one at once");
+    s.take(&[(1, event("press-1", 1, 100, 1.0))], 1_000);
+    assert_eq!(s.read_budget(1_000), None);
+    assert_eq!(s.read_budget(1_100), Some(2), "20 a second, a tenth of a second's worth");
+    s.take(&[(2, event("press-1", 2, 200, 1.0)), (99, event("press-1", 99, 9_900, 1.0))], 1_100);
+    assert!(!s.draining());
+    assert_eq!(s.read_budget(1_100), Some(usize::MAX), "live records are not paced");
+}
+
+#[test]
+fn the_primary_host_going_offline_after_the_births_ends_the_session() {
+    let mut s = Session::new(cfg(Some("scada")), Table::default(), 0);
+    s.begin(0, 0);
+    s.on_connack(1, 0);
+    assert!(s.on_state(br#"{"online":false,"timestamp":1}"#, 1, 0).is_empty());
+    assert!(!s.take_end(), "offline before any birth: the session waits, connected");
+    s.on_state(br#"{"online":true,"timestamp":2}"#, 1, 0);
+    assert!(!s.take_end());
+    assert!(s.on_state(br#"{"online":false,"timestamp":3}"#, 1, 0).is_empty());
+    assert!(s.take_end(), "births went out: NDEATH and DISCONNECT");
+    assert!(!s.take_end(), "once");
+    assert!(!s.live());
 }

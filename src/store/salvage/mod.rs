@@ -18,7 +18,10 @@
 //!    range declared a gap.
 //! 4. **Alert archive** (JSON that parses), **quarantine** (entries that decode) and the
 //!    **sources' positions** (`n/source/`, well-formed ones): with them a source whose lines all
-//!    left the journal resumes where it was even when the checkpoint is lost.
+//!    left the journal resumes where it was even when the checkpoint is lost. The **Sparkplug
+//!    view's place** (`sparkplug.rs`): its cursor and last `bdSeq` (well-formed), its metric
+//!    table, and the records it set aside (`p/`, each that decodes, under its own sequence), so
+//!    what it held still reaches the host once, and no `bdSeq` is used twice.
 //! 5. **Ledger**, under its own sequences, so its references (outbox sequences, journal
 //!    positions, quarantine keys) stay true. Reading it also: rebuilds an alert's outbox record
 //!    that did not decode from its archived revision; attributes lost outbox events to their
@@ -62,6 +65,7 @@ use io::{link_or_copy, Batcher, Held, RawReader};
 
 mod io;
 mod ledger;
+mod sparkplug;
 
 /// Records per batch written into the fresh store.
 pub(super) const BATCH_RECORDS: usize = 4096;
@@ -131,6 +135,7 @@ pub(super) fn salvage(
     failpoint!("store::recovery::salvage", crate::store::StoreError);
     let max_outbox = c.outbox(&old, fresh, now_ms)?;
     c.archive(&old, fresh)?;
+    c.sparkplug(&old, fresh)?;
     let max_ledger = c.ledger(&old, fresh, now_ms)?;
     c.seq_marks(&old, fresh)?;
     let cp_pos = c.checkpoint(&old, fresh, keep_checkpoint, dedup_page_check)?;

@@ -298,3 +298,44 @@ fn a_journal_page_whose_framing_is_damaged_loses_its_positions_up_to_the_next_ke
     assert_eq!(kept, vec![1, 2, 3, 7, 8, 9]);
     assert!(s.next_journal_pos() >= 10, "positions are never reused");
 }
+
+#[test]
+fn the_sparkplug_views_place_and_what_it_set_aside_are_salvaged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let opts = StoreOptions { cache_bytes: 4 << 20, ..StoreOptions::default() };
+    {
+        let mut s = Store::open(&dir, opts.clone()).unwrap();
+        s.append_journal(&[(1, vec![1; 100]), (2, vec![2; 100])]).unwrap();
+        assert_eq!(s.sparkplug_place().unwrap().cursor, 0);
+        s.sparkplug_next_bd_seq().unwrap();
+        assert_eq!(s.sparkplug_next_bd_seq().unwrap(), 1);
+        let outbox: Vec<Vec<u8>> = (1..=5).map(event).collect();
+        s.checkpoint(2, b"d", &outbox).unwrap();
+        s.sparkplug_advance(2, b"{\"devices\":{}}").unwrap();
+        // The JSON forwarder's acknowledgements of 3 and 4 set them aside for the view.
+        s.outbox_ack_many(&[1, 2, 3, 4], &[]).unwrap();
+        assert_eq!(s.sparkplug_held().unwrap(), 3);
+    }
+    {
+        let db = crate::store::open_sled_directly(&dir).unwrap();
+        let state = db.open_tree("state").unwrap();
+        // A set-aside record that does not decode, and a damaged journal record to recover.
+        state.insert([&b"p/"[..], &9u64.to_be_bytes()].concat(), &b"\x01junk"[..]).unwrap();
+        db.open_tree("journal").unwrap().insert(2u64.to_be_bytes(), &b"\x07"[..]).unwrap();
+        db.flush().unwrap();
+    }
+    let (mut s, rec) = Store::open_or_recover(&dir, opts, 1).unwrap();
+    let rec = rec.unwrap();
+    assert_eq!(rec.salvage.copied.get("sparkplug_place"), Some(&3), "{rec:?}");
+    assert_eq!(rec.salvage.copied.get("sparkplug_set_aside"), Some(&2), "{rec:?}");
+    assert_eq!(rec.salvage.unreadable.get("sparkplug_set_aside"), Some(&1), "{rec:?}");
+    let place = s.sparkplug_place().unwrap();
+    assert_eq!((place.cursor, place.bd_seq), (2, Some(1)));
+    assert_eq!(place.table, b"{\"devices\":{}}");
+    assert_eq!(s.sparkplug_next_bd_seq().unwrap(), 2, "no bdSeq used twice");
+    let held: Vec<(u64, Vec<u8>)> = s.sparkplug_after(2, 10).unwrap();
+    let seqs: Vec<u64> = held.iter().map(|r| r.0).collect();
+    assert_eq!(seqs, [3, 4, 5], "set aside (3, 4) and still in the outbox (5), merged");
+    assert_eq!(held[0].1, event(3), "record 3's bytes");
+}
