@@ -7,7 +7,9 @@
 #  3. restart-to-ready: a backlog of BACKLOG_S seconds of the same load ingested with no forwarder
 #     (everything stays queued), then `daemon_ready.py` times spawn → READY=1 five times.
 # usage: benches/daemon.sh [SECONDS=60] [BACKLOG_S=5400]   (5400 s of trace is about 1 GiB)
-# STAGES=3 benches/daemon.sh ... runs only the stages named.
+# STAGES=3 benches/daemon.sh ... runs only the stages named. With ASSETS=FILE (an asset table,
+# e.g. benches/support/features_assets.toml) appended to each configuration, every frame feature
+# is computed; STORE_CACHE sets `[store] cache` (trace_config.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_RT=${1:-60}
@@ -20,7 +22,10 @@ trap 'rm -rf "$WORK"' EXIT
 
 # shellcheck source=benches/support/trace_config.sh
 . benches/support/trace_config.sh
-config() { trace_config "$@"; }
+config() {
+    trace_config "$@"
+    [ -z "${ASSETS:-}" ] || cat "$ASSETS"
+}
 
 python3 benches/daemon_trace.py "$SECONDS_RT" > "$WORK/rt.jsonl"
 samples=$((SECONDS_RT * 8 * 3200))

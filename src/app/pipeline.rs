@@ -18,6 +18,14 @@ use crate::ingest::IngestError;
 use crate::store::SharedStore;
 use crate::telemetry::Telemetry;
 
+/// How many journaled batches (each up to `[store] commit_records` lines, read and parsed) wait
+/// for the decide stage: an ingest task that finds the queue full waits (a trace) or leaves the
+/// batch in the journal, which the stage reads back (a live source). One batch deciding, one
+/// journaling and these two are a burst's lines in memory: with 4, a realistic burst held 5.9 MB
+/// of lines read and parsed at its peak, with 2, 3.0 MB
+/// (docs/decisions/0069-a-bursts-memory-by-configuration.md).
+pub(crate) const DECIDE_QUEUE: usize = 2;
+
 /// The pipeline while it runs.
 pub(super) struct Pipeline {
     config: Arc<Config>,
@@ -64,7 +72,7 @@ pub(super) async fn start(config: Config, opts: RunOptions) -> Result<Pipeline, 
         tokio::task::spawn_blocking(move || resume(&config, store, grew, t)).await??
     };
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (tx, rx) = mpsc::channel(4);
+    let (tx, rx) = mpsc::channel(DECIDE_QUEUE);
     let control = crate::control::server::Daemon {
         store: store.clone(),
         config: config.clone(),

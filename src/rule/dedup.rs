@@ -22,6 +22,13 @@
 //! and give back with [`Dedup::absorb`] on restore. A checkpoint during a burst then writes the
 //! ids it added (36 bytes each), not the whole memory (1.6 MB for ten minutes of 48 sensors at
 //! one event a second, at every checkpoint).
+//!
+//! **In [`SHARDS`] tables**, chosen by the id hash's top bits: a table that grows doubles, and a
+//! full table swept is rebuilt into a fresh one, so the memory held for a moment is the old table
+//! and the new. With one table (2^18 buckets of 48 bytes for 192 sensors and the default
+//! lateness) that was 12.9 MB more at the top of a burst's RSS; with sixteen it is a sixteenth
+//! of it, and each table grows only as far as its own share of the ids needs. An entry takes 40
+//! bytes (the hash as two `u64`s: no 16-byte alignment).
 
 use rustc_hash::FxHashMap;
 use serde::de::Error as _;
@@ -44,15 +51,72 @@ pub enum Seen {
     Conflict,
 }
 
+/// How many tables the memory is cut into (by the top bits of an id's hash): a table's doubling
+/// or rebuild holds at most a sixteenth of the memory twice at once.
+pub const SHARDS: usize = 16;
+
+/// An id's hash as a table keeps it: two `u64`s, so that an entry is 40 bytes, not 48.
+type Key = [u64; 2];
+
+fn key(id: u128) -> Key {
+    [(id >> 64) as u64, id as u64]
+}
+
+fn id_of(key: &Key) -> u128 {
+    (u128::from(key[0]) << 64) | u128::from(key[1])
+}
+
+fn shard_of(id: u128) -> usize {
+    (id >> (128 - SHARDS.trailing_zeros())) as usize
+}
+
+/// The remembered ids, in [`SHARDS`] tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Table {
+    shards: Vec<FxHashMap<Key, Entry>>,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table { shards: vec![FxHashMap::default(); SHARDS] }
+    }
+}
+
+impl Table {
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+
+    fn get(&self, id: u128) -> Option<&Entry> {
+        self.shards[shard_of(id)].get(&key(id))
+    }
+
+    /// Inserts; the entry it replaced, if any.
+    fn insert(&mut self, id: u128, entry: Entry) -> Option<Entry> {
+        self.shards[shard_of(id)].insert(key(id), entry)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u128, &Entry)> {
+        self.shards.iter().flat_map(|s| s.iter().map(|(k, e)| (id_of(k), e)))
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.shards.iter().map(|s| s.capacity()).sum()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Dedup {
-    ids: FxHashMap<u128, Entry>,
+    ids: Table,
     sweep_at: usize,
     /// Kept outside the snapshot: the entries remembered since the last `take_spilled`, packed.
     spill: Option<Vec<u8>>,
-    /// The size at which a sweep of the full table freed too little to be tried again at that
-    /// size (0: none). Not kept in a snapshot: it only times sweeps.
-    full_swept: usize,
+    /// Per table, the size at which a sweep of it full freed too little to be tried again at
+    /// that size (0: none). Not kept in a snapshot: it only times sweeps.
+    full_swept: [usize; SHARDS],
+    /// The table of the last id remembered (the one that may have filled up).
+    last: usize,
 }
 
 /// How a snapshot holds the memory: `packed` now, `ids` in snapshots written before, neither
@@ -76,10 +140,10 @@ impl Serialize for Dedup {
     }
 }
 
-fn pack(ids: &FxHashMap<u128, Entry>) -> Vec<u8> {
+fn pack(ids: &Table) -> Vec<u8> {
     let mut packed = Vec::with_capacity(ids.len() * ENTRY_BYTES);
-    for (id, e) in ids {
-        pack_one(&mut packed, *id, e);
+    for (id, e) in ids.iter() {
+        pack_one(&mut packed, id, e);
     }
     packed
 }
@@ -95,22 +159,27 @@ impl<'de> Deserialize<'de> for Dedup {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dedup, D::Error> {
         let saved = Saved::deserialize(d)?;
         let ids = match (saved.ids, saved.packed) {
-            (Some(ids), None) => ids,
+            (Some(ids), None) => {
+                let mut table = Table::default();
+                for (id, entry) in ids {
+                    table.insert(id, entry);
+                }
+                table
+            }
             (None, Some(packed)) => unpack(&packed).map_err(D::Error::custom)?,
-            (None, None) => FxHashMap::default(),
+            (None, None) => Table::default(),
             (Some(_), Some(_)) => return Err(D::Error::custom("dedup: both `ids` and `packed`")),
         };
-        if saved.outside && !ids.is_empty() {
+        if saved.outside && ids.len() > 0 {
             return Err(D::Error::custom("dedup: entries in a snapshot that keeps them outside"));
         }
         let spill = saved.outside.then(Vec::new);
-        Ok(Dedup { ids, sweep_at: saved.sweep_at, spill, full_swept: 0 })
+        Ok(Dedup { ids, sweep_at: saved.sweep_at, spill, ..Dedup::default() })
     }
 }
 
-fn unpack(packed: &[u8]) -> Result<FxHashMap<u128, Entry>, String> {
-    let mut ids = FxHashMap::default();
-    ids.reserve(packed.len() / ENTRY_BYTES);
+fn unpack(packed: &[u8]) -> Result<Table, String> {
+    let mut ids = Table::default();
     for (id, entry) in entries(packed)? {
         if ids.insert(id, entry).is_some() {
             return Err("dedup: an id packed twice".into());
@@ -163,7 +232,7 @@ impl Dedup {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.ids.shards.iter().all(|s| s.is_empty())
     }
 
     /// Looks `event_id` up; `horizon(machine)` gives each machine's horizon.
@@ -173,7 +242,7 @@ impl Dedup {
 
     /// [`Dedup::check`] with the id's key computed once by the caller.
     pub fn check_key(&self, id: IdKey, fingerprint: u64, horizon: impl Fn(u32) -> i64) -> Seen {
-        match self.ids.get(&id.0) {
+        match self.ids.get(id.0) {
             Some(e) if e.ts_ms >= horizon(e.machine) => {
                 if e.fingerprint == fingerprint {
                     Seen::Duplicate
@@ -195,6 +264,7 @@ impl Dedup {
         if let Some(spill) = &mut self.spill {
             pack_one(spill, id, &entry);
         }
+        self.last = shard_of(id);
         self.ids.insert(id, entry);
     }
 
@@ -225,31 +295,44 @@ impl Dedup {
         Ok(())
     }
 
-    /// Drops entries behind their horizon once the map has grown by half since the last sweep,
-    /// and whenever the table has no slot left (the next id would double it): the table then
-    /// grows only when what the horizons hold needs it, not because the periodic sweep came late
-    /// (for 192 sensors and the default lateness, 2^18 buckets of 48 bytes instead of 2^19). The
-    /// slots of erased ids are not free for new ones until the table is rebuilt, so such a sweep
-    /// rebuilds it at its size; one that frees less than an eighth is not tried again at that
-    /// size. Sweeps stay amortised O(1) per event.
+    /// Drops entries behind their horizon once the memory has grown by half since the last
+    /// sweep, and whenever the table of the last id remembered has no slot left (the next id
+    /// there would double it): a table then grows only when what the horizons hold needs it,
+    /// not because the periodic sweep came late (for 192 sensors and the default lateness,
+    /// 2^18 buckets in all instead of 2^19). The slots of erased ids are not free for new ones
+    /// until a table is rebuilt, so such a sweep rebuilds that table at its size (a sixteenth of
+    /// the memory held twice for the moment, [`SHARDS`]); one that frees less than an eighth is
+    /// not tried again at that size. Sweeps stay amortised O(1) per event.
     pub fn maybe_sweep(&mut self, horizon: impl Fn(u32) -> i64) {
-        let len = self.ids.len();
+        let last = self.last;
+        let shard = &self.ids.shards[last];
+        let before = shard.len();
         // `capacity` is the ids held plus the slots left for new ones.
-        let full = len >= self.ids.capacity() && len != self.full_swept;
-        if len < self.sweep_at.max(1024) && !full {
+        let full = before >= shard.capacity() && before != self.full_swept[last];
+        let periodic = self.ids.len() >= self.sweep_at.max(1024);
+        if !periodic && !full {
             return;
         }
-        self.ids.retain(|_, e| e.ts_ms >= horizon(e.machine));
-        let kept = self.ids.len();
-        self.full_swept = 0;
-        if full && kept * 8 > len * 7 {
-            self.full_swept = len;
-        } else if full {
-            let mut fresh = FxHashMap::with_capacity_and_hasher(kept, Default::default());
-            fresh.extend(self.ids.drain());
-            self.ids = fresh;
+        let keep = |_: &Key, e: &mut Entry| e.ts_ms >= horizon(e.machine);
+        if periodic {
+            self.ids.shards.iter_mut().for_each(|s| s.retain(keep));
+            self.full_swept = [0; SHARDS];
+            let kept = self.ids.len();
+            self.sweep_at = kept + kept / 2;
         }
-        self.sweep_at = kept + kept / 2;
+        if full {
+            let shard = &mut self.ids.shards[last];
+            shard.retain(keep);
+            let kept = shard.len();
+            self.full_swept[last] = 0;
+            if kept * 8 > before * 7 {
+                self.full_swept[last] = before;
+            } else {
+                let mut fresh = FxHashMap::with_capacity_and_hasher(kept, Default::default());
+                fresh.extend(shard.drain());
+                *shard = fresh;
+            }
+        }
     }
 }
 
@@ -298,8 +381,8 @@ mod tests {
             ids: &'a FxHashMap<u128, Entry>,
             sweep_at: usize,
         }
-        let before =
-            crate::records::snapshot::encode(&Before { ids: &d.ids, sweep_at: d.sweep_at });
+        let ids: FxHashMap<u128, Entry> = d.ids.iter().map(|(id, e)| (id, *e)).collect();
+        let before = crate::records::snapshot::encode(&Before { ids: &ids, sweep_at: d.sweep_at });
         let back: Dedup = crate::records::snapshot::decode(&before).unwrap();
         assert_eq!(back.ids, d.ids);
     }
@@ -346,6 +429,16 @@ mod tests {
         assert!(page_reads(&pages[1]) && !page_reads(&pages[1][..10]));
     }
 
+    /// An entry takes 40 bytes of a table, not the 48 of a 16-byte-aligned `u128` key.
+    #[test]
+    fn an_entry_takes_forty_bytes() {
+        assert_eq!(std::mem::size_of::<(Key, Entry)>(), 40);
+        let id = 0xfedc_ba98_7654_3210_0123_4567_89ab_cdefu128;
+        assert_eq!(id_of(&key(id)), id);
+        assert_eq!(shard_of(id), 15);
+        assert_eq!(shard_of(1), 0);
+    }
+
     #[test]
     fn sweep_keeps_what_is_inside_the_horizon() {
         let mut d = Dedup::default();
@@ -359,8 +452,10 @@ mod tests {
         assert_eq!(d.check("m.s.1998", 0, |_| i64::MIN), Seen::New);
     }
 
-    /// 3 000 ids inside a sliding horizon: the periodic sweep alone lets the map reach 4 500
-    /// and doubles the table to 8 192 buckets; sweeping a full table keeps it at 4 096.
+    /// 3 000 ids inside a sliding horizon, about 190 in each of the sixteen tables: the
+    /// periodic sweep alone lets the memory reach 4 500 and doubles every table to 512 buckets
+    /// (7 168 slots in all); sweeping a full table keeps those whose share fits at 256 (5 290
+    /// slots in all here).
     #[test]
     fn a_full_table_is_swept_before_it_doubles() {
         let mut d = Dedup::default();
@@ -369,7 +464,7 @@ mod tests {
             d.maybe_sweep(|_| i - 3_000);
             assert!(d.len() <= 4_500, "{i}: {}", d.len());
         }
-        assert!(d.ids.capacity() < 4_000, "the table grew to {}", d.ids.capacity());
+        assert!(d.ids.capacity() < 6_000, "the tables grew to {}", d.ids.capacity());
         assert!(d.len() >= 3_000, "every id inside the horizon is kept");
         assert_eq!(d.check("m.s.97001", 0, |_| 97_000), Seen::Duplicate);
     }
