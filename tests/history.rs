@@ -1,14 +1,15 @@
 //! The input's history with the real binary (issue 21, docs/contracts.md section 11): the
 //! journal keeps what was decided for `[store] history`, `export` writes it as a trace (whole,
-//! or by time and machine), and `whatif` decides it again under another rule through the
-//! running daemon's control socket, its incidents compared with the gateway's.
+//! or by time and machine), and `whatif` decides it again under another rule (or several, all
+//! or one by `--rule`) through the running daemon's control socket, its incidents compared with
+//! the gateway's.
 //! (`tests/crash.rs` checks that the export is the trace after SIGKILLs at every failpoint.)
 
 mod support;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use support::daemon::Daemon;
 use support::{cli, linegate, poll, replay, run, trace_daemon_sections, DEADLINE};
 
@@ -38,19 +39,25 @@ fn write_trace(path: &Path) -> Vec<String> {
 }
 
 fn rule(threshold: f64) -> String {
+    rules(&[("high-vibration", threshold)]).replace("[[rule]]", "[rule]")
+}
+
+/// The gateway's head with a `[[rule]]` table per (name, threshold).
+fn rules(tables: &[(&str, f64)]) -> String {
+    let tables: String = tables
+        .iter()
+        .map(|(name, threshold)| {
+            format!(
+                "[[rule]]\nname = \"{name}\"\nmetric = \"accel_rms\"\nunit = \"g\"\n\
+                 threshold = {threshold}\nwindow = \"2m\"\ncount = 3\n\n"
+            )
+        })
+        .collect();
     format!(
         r#"[gateway]
 id = "gw-history"
 
-[rule]
-name = "high-vibration"
-metric = "accel_rms"
-unit = "g"
-threshold = {threshold}
-window = "2m"
-count = 3
-
-[time]
+{tables}[time]
 watermark_bound = "5s"
 allowed_lateness = "1m"
 idle_timeout = "30s"
@@ -75,10 +82,16 @@ impl Gateway {
 
     /// A configuration of this gateway's store with `threshold` and `store` keys.
     fn config(&self, name: &str, threshold: f64, store: &str) -> PathBuf {
+        self.config_with(name, rule(threshold), store)
+    }
+
+    /// A configuration of this gateway's store with `head` (gateway, rules, time) and `store`
+    /// keys.
+    fn config_with(&self, name: &str, head: String, store: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         let sections =
             trace_daemon_sections(&self.dir.path().join("db"), store, 0, &self.trace, 0.0);
-        std::fs::write(&path, rule(threshold) + &sections).unwrap();
+        std::fs::write(&path, head + &sections).unwrap();
         path
     }
 }
@@ -176,6 +189,41 @@ fn whatif_decides_the_history_again_through_the_running_daemon_and_says_what_cha
     let sum = |keys: &[&str]| keys.iter().map(|k| r[*k].as_u64().unwrap()).sum::<u64>();
     assert_eq!(sum(&["added", "moved", "same"]), want as u64, "{report}");
     assert_eq!(sum(&["removed", "moved", "same"]), gateway_incidents as u64, "{report}");
+
+    // Several rules: the gateway's own again, and `strict` at 0.62, which the gateway never ran.
+    // All of them at once, then one with `--rule`; a rule the configuration lacks is refused.
+    let two = g.config_with("two.toml", rules(&[("high-vibration", 0.5), ("strict", 0.62)]), "");
+    let whatif = |extra: &[&str]| -> Value {
+        let mut cmd = linegate(&[&["whatif", "--json"], extra].concat());
+        serde_json::from_str(&run(cmd.arg("--config").arg(&two)).success()).unwrap()
+    };
+    let all = whatif(&[]);
+    assert_eq!(all["gateway_incidents"], gateway_incidents, "{all}");
+    assert_eq!(all["whatif_incidents"], gateway_incidents + want, "{all}");
+    assert_eq!(
+        (&all["same"], &all["added"], &all["removed"]),
+        (&json!(gateway_incidents), &json!(want), &json!(0)),
+        "{all}"
+    );
+    let own = whatif(&["--rule", "high-vibration"]);
+    assert_eq!(
+        (&own["same"], &own["added"], &own["removed"]),
+        (&json!(gateway_incidents), &json!(0), &json!(0)),
+        "{own}"
+    );
+    let strict = whatif(&["--rule", "strict"]);
+    assert_eq!(
+        (&strict["gateway_incidents"], &strict["added"]),
+        (&json!(0), &json!(want)),
+        "{strict}"
+    );
+    let r = run(linegate(&["whatif", "--rule", "nope", "--config"]).arg(&two));
+    assert!(!r.ok(), "an unknown rule is refused");
+    assert!(
+        r.stderr.contains("\"nope\"") && r.stderr.contains("high-vibration, strict"),
+        "{}",
+        r.stderr
+    );
     d.signal("TERM");
     d.wait_success(DEADLINE);
 }

@@ -120,17 +120,34 @@ fn ask_or_open(c: &Config, command: Command, out: &mut dyn std::io::Write) -> Re
 }
 
 /// `linegate whatif`: the history exported (through the daemon when one runs), replayed under
-/// `config`'s rule, its incidents compared with the gateway's archived ones.
+/// `config`'s rules, its incidents compared with the gateway's archived ones (only `rule`'s on
+/// both sides when given).
 pub(crate) fn whatif(
     config: &Path,
     span: linegate::audit::export::Span,
     out: Option<&Path>,
+    rule: Option<&str>,
     json: bool,
 ) -> Result<(), Error> {
     use linegate::rule::alert::AlertRecord;
     use linegate::whatif::{incidents, Report};
     use std::io::{BufRead, Write};
     let c = Config::load(config)?;
+    // Every rule's version, by name when there are several; only `rule`'s when given.
+    let mut versions = linegate::config::rule_version::rule_versions(&c);
+    if let Some(r) = rule {
+        versions.retain(|(n, _)| n == r);
+        if versions.is_empty() {
+            let names = linegate::config::rule_version::rule_versions(&c);
+            let names: Vec<String> = names.into_iter().map(|(n, _)| n).collect();
+            let names = names.join(", ");
+            return Err(format!(
+                "--rule {r:?}: {} has no such rule (it has {names})",
+                config.display()
+            )
+            .into());
+        }
+    }
     let dir = tempfile::tempdir()?;
     let trace = dir.path().join("history.jsonl");
     let machine = span.machine.clone();
@@ -167,18 +184,18 @@ pub(crate) fn whatif(
         first.is_some_and(|f| i.first_decided_at_ms >= f)
             && last.is_some_and(|l| i.first_decided_at_ms <= l)
             && machine.as_ref().is_none_or(|m| &i.machine == m)
+            && rule.is_none_or(|r| i.rule == r)
     };
     let archived = parse(&archive)?;
     let gateway: Vec<_> = incidents(&archived).into_iter().filter(within).collect();
     let decided = parse(&alerts)?;
-    let candidate = incidents(&decided);
+    let candidate: Vec<_> =
+        incidents(&decided).into_iter().filter(|i| rule.is_none_or(|r| i.rule == r)).collect();
     if let Some(path) = out {
         let mut f = create(path)?;
         f.write_all(&alerts)?;
         f.flush()?;
     }
-    // Every rule's version, by name when there are several.
-    let versions = linegate::config::rule_version::rule_versions(&c);
     let version = match versions.as_slice() {
         [(_, one)] => one.clone(),
         all => all.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "),

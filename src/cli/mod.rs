@@ -168,6 +168,9 @@ enum Command {
         /// Write the other rule's alert records here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Compare only this rule's incidents (a rule CONFIG names), on both sides.
+        #[arg(long)]
+        rule: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -271,8 +274,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Export { config, span, out } => {
             audit_to(&config, Ask::Export { span: span.span() }, out.as_deref())
         }
-        Command::Whatif { config, span, out, json } => {
-            whatif(&config, span.span(), out.as_deref(), json)
+        Command::Whatif { config, span, out, rule, json } => {
+            whatif(&config, span.span(), out.as_deref(), rule.as_deref(), json)
         }
         Command::Capture { config, out, duration, gaps, client_id } => {
             capture(&config, &out, duration, gaps.as_deref(), client_id)
