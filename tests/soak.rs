@@ -286,8 +286,9 @@ fn soak_with_every_fault() {
     let settled = poll(Duration::from_secs(seconds.max(60) + 60), || {
         keep_running(&mut daemon, &config, &marker, &mut salvages);
         let body = scrape(port)?;
-        last = waiting(&body).iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join("\n");
-        let idle = waiting(&body).iter().all(|(_, v)| *v == 0.0);
+        let waits = waiting(&body);
+        last = waits.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join("\n");
+        let idle = waits.iter().all(|(_, v)| *v == 0.0);
         let now = clock.monotonic_ms();
         if idle && !ended && asked_ms.is_none_or(|a| now - a >= 2000) {
             asked_ms = Some(now);

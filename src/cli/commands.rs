@@ -136,11 +136,10 @@ pub(crate) fn whatif(
     // Every rule's version, by name when there are several; only `rule`'s when given.
     let mut versions = linegate::config::rule_version::rule_versions(&c);
     if let Some(r) = rule {
+        let names: Vec<&str> = versions.iter().map(|(n, _)| n.as_str()).collect();
+        let names = names.join(", ");
         versions.retain(|(n, _)| n == r);
         if versions.is_empty() {
-            let names = linegate::config::rule_version::rule_versions(&c);
-            let names: Vec<String> = names.into_iter().map(|(n, _)| n).collect();
-            let names = names.join(", ");
             return Err(format!(
                 "--rule {r:?}: {} has no such rule (it has {names})",
                 config.display()
