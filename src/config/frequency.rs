@@ -11,14 +11,18 @@ pub(super) fn parse_hz(value: &toml::Value) -> Result<f64, String> {
         toml::Value::String(s) => parse_text(s)?,
         other => {
             return Err(format!(
-                "expected a frequency like \"2kHz\", \"500Hz\" or a number of hertz, found {other}"
+                "expected a frequency like \"2kHz\", \"500Hz\" or a number of hertz, found {}",
+                super::size::shown(other)
             ))
         }
     };
     if hz.is_finite() && hz > 0.0 {
         Ok(hz)
     } else {
-        Err(format!("a frequency must be a finite number of hertz > 0, got {value}"))
+        Err(format!(
+            "a frequency must be a finite number of hertz > 0, got {}",
+            super::size::shown(value)
+        ))
     }
 }
 
