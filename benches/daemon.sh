@@ -9,14 +9,17 @@
 # usage: benches/daemon.sh [SECONDS=60] [BACKLOG_S=5400]   (5400 s of trace is about 1 GiB)
 # STAGES=3 benches/daemon.sh ... runs only the stages named. With ASSETS=FILE (an asset table,
 # e.g. benches/support/features_assets.toml) appended to each configuration, every frame feature
-# is computed; STORE_CACHE sets `[store] cache` (trace_config.sh).
+# is computed; STORE_CACHE sets `[store] cache` (trace_config.sh). With BIN set (a linegate, e.g.
+# the gateway build of `cargo build --release --no-default-features`), builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_RT=${1:-60}
 BACKLOG_S=${2:-5400}
 STAGES=${STAGES:-123}
-cargo build --release --locked -q
-BIN=${CARGO_TARGET_DIR:-target}/release/linegate
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --locked -q
+    BIN=${CARGO_TARGET_DIR:-target}/release/linegate
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -38,7 +41,9 @@ tpid=$!
 : > "$WORK/rss"
 while kill -0 "$tpid" 2> /dev/null; do
     pid=$(pgrep -P "$tpid" || true)
-    [ -n "$pid" ] && awk '/VmRSS/ {print $2}' "/proc/$pid/status" >> "$WORK/rss" 2> /dev/null || true
+    # VmRSS, RssAnon, RssFile in KiB on one line
+    [ -n "$pid" ] && awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s ", $2} END {print ""}' \
+        "/proc/$pid/status" >> "$WORK/rss" 2> /dev/null || true
     sleep 1
 done
 wait "$tpid"
@@ -50,10 +55,13 @@ user = float(re.search(r"User time \(seconds\): ([\d.]+)", t)[1])
 sys_ = float(re.search(r"System time \(seconds\): ([\d.]+)", t)[1])
 m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", t)
 wall = int(m[1] or 0) * 3600 + int(m[2]) * 60 + float(m[3])
-rss = [int(x) for x in open(sys.argv[2]).read().split()]
-half = rss[len(rss) // 2:] or rss
+rows = [[int(x) for x in line.split()] for line in open(sys.argv[2]) if len(line.split()) == 3]
+rss = [r[0] for r in rows]
+half = rows[len(rows) // 2:] or rows
 print(f"CPU {100 * (user + sys_) / wall:.2f} % of one core in all, {100 * (user + sys_) / wall / 8:.2f} % per sensor")
-print(f"RSS steady (median of the second half) {statistics.median(half) / 1024:.1f} MiB, max {max(rss) / 1024:.1f} MiB")
+steady = [statistics.median(r[i] for r in half) / 1024 for i in range(3)]
+print(f"RSS steady (median of the second half) {steady[0]:.1f} MiB ({steady[1]:.1f} anonymous, "
+      f"{steady[2]:.1f} file pages), max {max(rss) / 1024:.1f} MiB")
 PY
 fi
 
