@@ -404,3 +404,67 @@ fn alert_published_then_killed_before_its_commit() -> bool {
     }
     !not_durable.is_empty()
 }
+
+/// A composite `all_of` opens (`composite_all_of`: both = all_of [vib, env]): an independent
+/// subscriber on the alert topic receives the composite's `open` record once, naming its rule,
+/// each member's alert (the member records it received too) and the evidence events of each,
+/// as `linegate replay` decides it.
+#[test]
+fn a_composite_alert_reaches_the_subscriber_with_its_members_and_their_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), free_port(), "");
+    let root = "lg/gw-test";
+    let sub = Subscriber::start(dir.path(), broker.port, root, &[]);
+    let trace = support::trace("composite_all_of.jsonl");
+    let cfg = config(dir.path(), "run.toml", "composite_all_of.toml", &trace, broker.port, "");
+    run_to_end(&cfg, &[]);
+    check_store(&cfg);
+    let (replayed, _) = replayed(&trace, &cfg, dir.path());
+    let want = replayed.iter().find(|a| a["rule"] == "both" && a["kind"] == "open").unwrap();
+    wait_for("the composite's open record at the subscriber", || {
+        delivered(&sub).alerts.iter().any(|a| alert_key(a) == alert_key(want))
+    });
+
+    let got = delivered(&sub).alerts;
+    let copies: Vec<&Value> = got.iter().filter(|a| alert_key(a) == alert_key(want)).collect();
+    assert_eq!(copies.len(), 1, "the composite's open record once: {copies:?}");
+    let open = copies[0];
+    assert_eq!(open, want, "as replay decides it");
+    assert_eq!(open["rule"], "both");
+    let topic = format!("{root}/alerts/press-7");
+    assert!(
+        sub.on("/alerts/")
+            .iter()
+            .any(|(t, p)| *t == topic
+                && serde_json::from_slice::<Value>(p).is_ok_and(|a| &a == open)),
+        "on {topic}"
+    );
+    let members = open["members"].as_array().unwrap();
+    let rules: Vec<&str> = members.iter().map(|m| m["rule"].as_str().unwrap()).collect();
+    assert_eq!(rules, ["vib", "env"], "{open}");
+    let evidence: BTreeSet<&str> = open["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_id"].as_str().unwrap())
+        .collect();
+    for m in members {
+        // The member alert it cites reached the subscriber too, with the same evidence.
+        let id = m["alert_id"].as_str().unwrap();
+        let member = got
+            .iter()
+            .filter(|a| a["alert_id"] == id && a["rule"] == m["rule"])
+            .find(|a| a["onset_ms"] == m["onset_ms"])
+            .unwrap_or_else(|| panic!("member alert {id} not received"));
+        let cited: Vec<&str> =
+            m["evidence"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+        let own: Vec<&str> = member["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(cited, own, "member {id}'s evidence");
+        assert!(!cited.is_empty() && cited.iter().all(|e| evidence.contains(e)), "{open}");
+    }
+}

@@ -96,6 +96,16 @@ fn agrees_with_the_reference(name: &str, config: &Path, alerts: &Path, summary: 
         events_derived: n("events_derived"),
     };
     assert_eq!(got, applied.counts, "{}: counts (left) against the reference's", summary.display());
+    // With several rules, the alert records by rule and kind are the expected records'.
+    let mut by_rule = serde_json::Map::new();
+    for r in records.iter().filter(|_| names.len() + composite_names.len() > 1) {
+        let kinds = by_rule.entry(r.rule.clone()).or_insert_with(|| serde_json::json!({}));
+        let kind = serde_json::to_value(r.kind).unwrap().as_str().unwrap().to_owned();
+        let n = kinds[&kind].as_u64().unwrap_or(0);
+        kinds[&kind] = (n + 1).into();
+    }
+    let listed = s.get("alerts_by_rule").cloned().unwrap_or_else(|| serde_json::json!({}));
+    assert_eq!(listed, Value::Object(by_rule), "{}: alerts_by_rule", summary.display());
 }
 
 /// A composite rule's final alerts are, machine by machine, the brute-force reference's over

@@ -42,6 +42,7 @@ fn populated() -> Metrics {
         samples_records: 250,
         ticks: 40,
         alerts: [("open".to_string(), 3), ("close".to_string(), 2)].into_iter().collect(),
+        alerts_by_rule: BTreeMap::new(),
         peak_state: 321,
     };
     m.apply_counts(&counts);
@@ -186,13 +187,20 @@ struct Run {
     metrics_port: u16,
 }
 
+/// The one rule of [`Run::start`].
+const ONE_RULE: &str = "[rule]\nthreshold = 0.5\nwindow = \"2m\"\ncount = 3\n";
+
 impl Run {
     fn start(dir: &Path, broker_port: u16) -> Run {
+        Run::with_rules(dir, broker_port, ONE_RULE)
+    }
+
+    /// [`Run::start`] with `rules` (the rule tables) instead of its one rule.
+    fn with_rules(dir: &Path, broker_port: u16, rules: &str) -> Run {
         let metrics_port = free_port();
         let trace = fixture("fixtures/traces/cwru.jsonl");
         let text = format!(
-            "[gateway]\nid = \"gw-metrics\"\n\
-             [rule]\nthreshold = 0.5\nwindow = \"2m\"\ncount = 3\n\
+            "[gateway]\nid = \"gw-metrics\"\n{rules}\
              [store]\npath = \"{}\"\ncommit_records = 20\ncommit_interval = \"20ms\"\n\
              [mqtt]\nhost = \"127.0.0.1\"\nport = {broker_port}\nprefix = \"lg\"\n\
              [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n\
@@ -285,4 +293,51 @@ fn a_daemon_without_its_broker_shows_no_session_and_a_backlog_that_does_not_drai
     assert_eq!(value(&body, "linegate_outbox_records{kind=\"samples\"}"), 77.0);
     assert!(body.contains("\nlinegate_replay_eta_seconds +Inf\n"), "nothing drains:\n{body}");
     check_store_work(&body);
+}
+
+/// With several rules (a composite among them), what each rule decided is its own series: every
+/// rule's alert records by kind and its part of the rule state carry its `rule` label, the
+/// shared parts none; and the output still passes promtool.
+#[test]
+fn a_daemon_with_several_rules_labels_each_rules_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "[[rule]]\nname = \"vib\"\nthreshold = 0.5\nwindow = \"2m\"\ncount = 3\n\
+                 [[rule]]\nname = \"vib-strong\"\nthreshold = 0.9\nwindow = \"2m\"\ncount = 2\n\
+                 [[rule]]\nname = \"both\"\nall_of = [\"vib\", \"vib-strong\"]\nwindow = \"2m\"\n";
+    // Nobody listens on the broker's port: the metrics do not depend on it.
+    let d = Run::with_rules(dir.path(), free_port(), rules);
+    let body = d.scrape_until("every record decided", |b| {
+        sample(b, "linegate_records_total") == Some(119.0)
+    });
+    for rule in ["vib", "vib-strong", "both"] {
+        for kind in ["open", "amend", "close", "supersede"] {
+            let name = format!("linegate_alert_records_total{{rule=\"{rule}\",kind=\"{kind}\"}}");
+            assert!(sample(&body, &name).is_some(), "no `{name}` in:\n{body}");
+        }
+        for part in ["high_events", "incidents", "members"] {
+            let name = format!("linegate_rule_state_entries{{rule=\"{rule}\",part=\"{part}\"}}");
+            assert!(sample(&body, &name).is_some(), "no `{name}` in:\n{body}");
+        }
+    }
+    for part in ["machines", "sensors", "dedup_ids", "open_frames"] {
+        let name = format!("linegate_rule_state_entries{{part=\"{part}\"}}");
+        assert!(sample(&body, &name).is_some(), "no `{name}` in:\n{body}");
+    }
+    for unlabelled in ["linegate_alert_records_total{kind=", "{part=\"high_events\"}"] {
+        assert!(!body.contains(unlabelled), "`{unlabelled}` beside the rules' own:\n{body}");
+    }
+    // Each rule's alert records are those replay decides of the same trace under it.
+    let dir2 = tempfile::tempdir().unwrap();
+    let trace = fixture("fixtures/traces/cwru.jsonl");
+    let replayed = support::replay(&trace, &dir.path().join("run.toml"), dir2.path());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&replayed.summary).unwrap()).unwrap();
+    assert!(summary["alerts_by_rule"]["vib"]["open"].as_u64() > Some(0), "{summary}");
+    for rule in ["vib", "vib-strong", "both"] {
+        for kind in ["open", "amend", "close", "supersede"] {
+            let name = format!("linegate_alert_records_total{{rule=\"{rule}\",kind=\"{kind}\"}}");
+            let want = summary["alerts_by_rule"][rule][kind].as_f64().unwrap_or(0.0);
+            assert_eq!(value(&body, &name), want, "{name}: summary {summary}");
+        }
+    }
 }

@@ -13,29 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use support::daemon::Daemon;
-use support::{cli, linegate, run, trace_daemon_sections, DEADLINE};
+use support::{append_lines, burst_lines, cli, linegate, run, trace_daemon_sections, DEADLINE};
 
 const T0: i64 = 1_700_000_000_000;
-
-/// `seconds` of one machine's two sensors, one event each per second; a burst every 4 minutes
-/// (the first 12 s of it at 0.6 g, then 6 s at 0.8 g): a threshold of 0.5 sees each burst from
-/// its start, one of 0.7 only its second part.
-fn lines(from: i64, to: i64) -> Vec<String> {
-    let mut out = Vec::new();
-    for s in from..to {
-        let ts = T0 + s * 1000;
-        for sensor in ["a", "b"] {
-            let value = match s % 240 {
-                30..42 => 0.6,
-                42..48 => 0.8,
-                _ => 0.1,
-            };
-            let seq = s + 1;
-            out.push(support::event_line("m1", sensor, seq, ts, value, ts + 300));
-        }
-    }
-    out
-}
 
 fn config(dir: &Path, name: &str, threshold: f64, trace: &Path) -> PathBuf {
     let rule = format!(
@@ -49,12 +29,6 @@ fn config(dir: &Path, name: &str, threshold: f64, trace: &Path) -> PathBuf {
     let sections = trace_daemon_sections(&dir.join("db"), extra, 0, trace, 0.0);
     std::fs::write(&path, rule + &sections).unwrap();
     path
-}
-
-fn append(trace: &Path, lines: &[String]) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(trace).unwrap();
-    f.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
 }
 
 /// One run to its end, or to a SIGKILL at `kill_at` (`point:nth`): whether it was killed.
@@ -75,11 +49,11 @@ fn run_once(config: &Path, kill_at: Option<&str>) -> bool {
 fn a_rule_change_at_restart_is_ledgered_and_replay_with_the_switch_gives_the_archive() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
-    let first = lines(0, 600);
-    append(&trace, &first);
+    let first = burst_lines(T0, 0, 600);
+    append_lines(&trace, &first);
     let old = config(dir.path(), "old.toml", 0.5, &trace);
     assert!(!run_once(&old, None));
-    append(&trace, &lines(600, 1200));
+    append_lines(&trace, &burst_lines(T0, 600, 1200));
     let new = config(dir.path(), "new.toml", 0.7, &trace);
     // Killed before the new rule's first checkpoint commits (the start is repeated, the rule
     // change with it), then after a later one; then to the end.

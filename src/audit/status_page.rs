@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::status::{words, Drain, SensorRow, Status};
+use super::status::{words, Drain, OpenIncident, SensorRow, Status};
 use super::status_trends::Trends;
 use crate::records::sensors::SensorState;
 use crate::timefmt::time;
@@ -122,6 +122,29 @@ pub fn render(st: &Status, trends: &Trends) -> String {
     h
 }
 
+/// One open incident: its alert, the rule that decided it, its revision, onset and evidence.
+fn incident(h: &mut String, i: &OpenIncident) {
+    let ev: Vec<String> = i
+        .evidence
+        .iter()
+        .map(|(id, ts)| format!("<li>{} at {}</li>", escape(id), time(*ts)))
+        .collect();
+    let more = if i.also_count > 0 {
+        format!("<li class=\"muted\">and {} more high events</li>", i.also_count)
+    } else {
+        String::new()
+    };
+    let rule = escape(&i.rule);
+    let _ = write!(
+        h,
+        "<div class=\"incident\" data-rule=\"{rule}\"><b>{}</b> (rule {rule}) revision {}, since {}<ul>{}{more}</ul></div>",
+        escape(&i.alert_id),
+        i.revision,
+        time(i.onset_ms),
+        ev.join("")
+    );
+}
+
 fn machines(h: &mut String, st: &Status) {
     h.push_str("<h2>Machines</h2><table id=\"machines\"><tr><th>machine</th><th>asset</th><th>velocity</th><th>watermark</th><th>lag</th><th>open incidents</th></tr>");
     if st.machines.is_empty() {
@@ -132,24 +155,7 @@ fn machines(h: &mut String, st: &Status) {
         let lag = m.lag_ms.map_or(String::new(), |l| format!("behind by {}", words(l)));
         let mut inc = String::new();
         for i in &m.open_incidents {
-            let ev: Vec<String> = i
-                .evidence
-                .iter()
-                .map(|(id, ts)| format!("<li>{} at {}</li>", escape(id), time(*ts)))
-                .collect();
-            let more = if i.also_count > 0 {
-                format!("<li class=\"muted\">and {} more high events</li>", i.also_count)
-            } else {
-                String::new()
-            };
-            let _ = write!(
-                inc,
-                "<div class=\"incident\"><b>{}</b> revision {}, since {}<ul>{}{more}</ul></div>",
-                escape(&i.alert_id),
-                i.revision,
-                time(i.onset_ms),
-                ev.join("")
-            );
+            incident(&mut inc, i);
         }
         if inc.is_empty() {
             inc.push_str("<span class=\"muted\">none</span>");
@@ -217,5 +223,21 @@ mod tests {
     #[test]
     fn text_is_escaped() {
         assert_eq!(escape("<b a=\"1\">&'"), "&lt;b a=&quot;1&quot;&gt;&amp;&#39;");
+    }
+
+    #[test]
+    fn an_open_incident_names_its_rule() {
+        let mut h = String::new();
+        let i = OpenIncident {
+            alert_id: "gw/press-7/zone-d/1".into(),
+            rule: "zone-d".into(),
+            revision: 2,
+            onset_ms: 1_700_000_000_000,
+            evidence: vec![("press-7.s1.6".into(), 1_700_000_000_000)],
+            also_count: 0,
+        };
+        incident(&mut h, &i);
+        assert!(h.starts_with("<div class=\"incident\" data-rule=\"zone-d\">"), "{h}");
+        assert!(h.contains("</b> (rule zone-d) revision 2, since 2023-11-14T22:13:20.000Z"), "{h}");
     }
 }

@@ -321,8 +321,15 @@ impl Decider {
         self.counts.records += 1;
         let first = alerts.len();
         let result = self.decide_line(parsed, alerts);
+        let p = self.engine.params();
+        let several = p.rules.len() + p.composites.len() > 1;
         for rec in &alerts[first..] {
-            *self.counts.alerts.entry(kind_name(rec.kind).to_string()).or_insert(0) += 1;
+            let kind = kind_name(rec.kind);
+            *self.counts.alerts.entry(kind.to_string()).or_insert(0) += 1;
+            if several {
+                let by_kind = self.counts.alerts_by_rule.entry(rec.rule.clone()).or_default();
+                *by_kind.entry(kind.to_string()).or_insert(0) += 1;
+            }
         }
         if let Err((_, why)) = &result {
             self.count_rejection(why);
@@ -369,6 +376,11 @@ impl Decider {
     /// The rule's state now and the frame cutter's open frames (for the metrics).
     pub fn state_size(&self) -> (StateSize, usize) {
         (self.engine.state_size(), self.cutter.open_frames())
+    }
+
+    /// Each rule's part of the state (`Engine::rule_sizes`), for the metrics.
+    pub fn rule_sizes(&self) -> Vec<(&str, StateSize)> {
+        self.engine.rule_sizes()
     }
 
     /// Records how large the state is now, for `peak_state`.

@@ -26,6 +26,10 @@ pub struct Counts {
     pub ticks: u64,
     /// Alert records produced, by kind.
     pub alerts: BTreeMap<String, u64>,
+    /// With several rules (composite rules included): alert records produced, by rule, then by
+    /// kind. Empty with one rule, so its summaries and checkpoints stay as they were.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub alerts_by_rule: BTreeMap<String, BTreeMap<String, u64>>,
     /// The largest rule state seen (high events + incident members + remembered ids + open frames).
     pub peak_state: u64,
 }

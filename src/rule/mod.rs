@@ -511,18 +511,31 @@ impl Engine {
         }
     }
 
-    /// The size of rule `r`'s part of the state: high events, incidents and members over every
-    /// machine (the rest is shared by the rules).
-    pub fn rule_size(&self, r: usize) -> StateSize {
-        let books = || self.machines.iter().filter_map(move |m| m.books().nth(r));
-        StateSize {
-            machines: self.machines.len(),
-            sensors: self.machines.iter().map(|m| m.sensors.len()).sum(),
-            high_events: books().map(IncidentBook::high_len).sum(),
-            incidents: books().map(|b| b.incidents().count()).sum(),
-            members: books().map(IncidentBook::member_len).sum(),
-            dedup_ids: self.dedup.len(),
-        }
+    /// Each rule's part of the state, measurement rules then composite rules, in configuration
+    /// order, by name: high events, incidents and members over every machine (a composite rule
+    /// holds no high events; its members are the member incidents it holds). The rest of
+    /// [`StateSize`] is shared by the rules and left at 0 here.
+    pub fn rule_sizes(&self) -> Vec<(&str, StateSize)> {
+        let rules = self.p.rules.iter().enumerate().map(|(r, rule)| {
+            let books = || self.machines.iter().filter_map(move |m| m.books().nth(r));
+            let size = StateSize {
+                high_events: books().map(IncidentBook::high_len).sum(),
+                incidents: books().map(|b| b.incidents().count()).sum(),
+                members: books().map(IncidentBook::member_len).sum(),
+                ..StateSize::default()
+            };
+            (rule.name.as_str(), size)
+        });
+        let composites = self.p.composites.iter().enumerate().map(|(c, rule)| {
+            let books = || self.machines.iter().filter_map(move |m| m.composites.get(c));
+            let size = StateSize {
+                incidents: books().map(|b| b.incidents().count()).sum(),
+                members: books().map(CompositeBook::member_len).sum(),
+                ..StateSize::default()
+            };
+            (rule.name.as_str(), size)
+        });
+        rules.chain(composites).collect()
     }
 
     fn books(&self) -> impl Iterator<Item = &IncidentBook> {

@@ -4,7 +4,7 @@
 //! Names get the registry's `linegate_` prefix; counters get `_total` from the encoder. Help texts
 //! are single lines without backslashes: the encoder writes them as they are.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -30,7 +30,6 @@ one_label! {
     ReasonLabel { reason },
     KindLabel { kind },
     OriginLabel { origin },
-    PartLabel { part },
     StateLabel { state },
     OutcomeLabel { outcome },
 }
@@ -50,6 +49,26 @@ pub(super) struct MachineSensorLabel {
     pub(super) sensor: String,
 }
 
+/// A label of something a rule decided (`key` = `value`: an alert kind, a part of the rule
+/// state), preceded by `rule` when the gateway has several rules and it belongs to one of them.
+/// With one rule the series keep the one label they always had.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(super) struct RuleScoped {
+    pub(super) rule: Option<String>,
+    pub(super) key: &'static str,
+    pub(super) value: String,
+}
+
+impl EncodeLabelSet for RuleScoped {
+    fn encode(&self, encoder: &mut LabelSetEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let own = (self.key, self.value.as_str());
+        match &self.rule {
+            Some(rule) => [("rule", rule.as_str()), own].encode(encoder),
+            None => [own].encode(encoder),
+        }
+    }
+}
+
 /// Every family, each a shared handle to what the registry encodes.
 #[derive(Debug)]
 pub(super) struct Families {
@@ -67,8 +86,8 @@ pub(super) struct Families {
     pub(super) events: Family<OriginLabel, Counter>,
     pub(super) samples_records: Counter,
     pub(super) ticks: Counter,
-    pub(super) alert_records: Family<KindLabel, Counter>,
-    pub(super) rule_state: Family<PartLabel, Gauge>,
+    pub(super) alert_records: Family<RuleScoped, Counter>,
+    pub(super) rule_state: Family<RuleScoped, Gauge>,
     pub(super) rule_state_peak: Gauge,
     pub(super) processing_latency: Histogram,
     pub(super) journal_commit_latency: Histogram,
@@ -241,10 +260,14 @@ impl Families {
             "Tick arrivals (ingest time passing without a record)",
             f.ticks.clone(),
         );
-        r.register("alert_records", "Alert records produced, by kind", f.alert_records.clone());
+        r.register(
+            "alert_records",
+            "Alert records produced, by kind, and by rule when there are several",
+            f.alert_records.clone(),
+        );
         r.register(
             "rule_state_entries",
-            "Rule state now, by part (machines, sensors, high events, incidents, members, remembered ids, open frames)",
+            "Rule state now, by part (machines, sensors, high events, incidents, members, remembered ids, open frames); with several rules high events, incidents and members by rule",
             f.rule_state.clone(),
         );
         r.register(

@@ -11,15 +11,15 @@
 //! output with `promtool check metrics`.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::families::{
-    Families, KindLabel, MachineLabel, MachineSensorLabel, OriginLabel, OutcomeLabel, PartLabel,
-    ReasonLabel, RuleLabel, SensorLabel, SensorStateLabel, StateLabel,
+    Families, KindLabel, MachineLabel, MachineSensorLabel, OriginLabel, OutcomeLabel, ReasonLabel,
+    RuleLabel, RuleScoped, SensorLabel, SensorStateLabel, StateLabel,
 };
 
 use crate::event::rejection::Reason;
@@ -72,6 +72,19 @@ const CLOCK_STATES: [(ClockState, &str); 5] = [
 /// The alert record kinds counted in `Counts::alerts`.
 const ALERT_KINDS: [&str; 4] = ["open", "amend", "close", "supersede"];
 
+/// The parts of the rule state each rule holds its own of; the other parts are shared.
+const RULE_PARTS: [&str; 3] = ["high_events", "incidents", "members"];
+
+/// The label of alert kind `kind`, of `rule` when there are several rules.
+fn alert_kind(rule: Option<&str>, kind: &str) -> RuleScoped {
+    RuleScoped { rule: rule.map(str::to_owned), key: "kind", value: kind.to_owned() }
+}
+
+/// The label of rule state part `part`, of `rule` when it is one rule's of several.
+fn state_part(rule: Option<&str>, part: &str) -> RuleScoped {
+    RuleScoped { rule: rule.map(str::to_owned), key: "part", value: part.to_owned() }
+}
+
 /// The MQTT forwarder as its counters say it: totals since the process started (what
 /// [`super::ForwardStats`] holds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,6 +123,9 @@ pub struct Metrics {
 struct Inner {
     registry: Registry,
     families: Families,
+    /// The rules named by [`Metrics::set_rule`], in that order: with several, what a rule
+    /// decided carries its `rule` label.
+    rules: Mutex<Vec<String>>,
 }
 
 fn milliseconds_to_seconds(ms: i64) -> f64 {
@@ -145,14 +161,15 @@ impl Metrics {
             drop(i.events.get_or_create(&OriginLabel { origin: origin.to_owned() }));
         }
         for kind in ALERT_KINDS {
-            drop(i.alert_records.get_or_create(&KindLabel { kind: kind.to_owned() }));
+            drop(i.alert_records.get_or_create(&alert_kind(None, kind)));
         }
         for kind in OutboxKind::ALL {
             let label = KindLabel { kind: kind.as_str().to_owned() };
             drop(i.outbox_records.get_or_create(&label));
             drop(i.outbox_bytes.get_or_create(&label));
         }
-        let metrics = Metrics { inner: Arc::new(Inner { registry, families }) };
+        let metrics =
+            Metrics { inner: Arc::new(Inner { registry, families, rules: Mutex::default() }) };
         // Unknown until the clock stage says otherwise.
         metrics.set_clock_state(ClockState::Unknown);
         metrics
@@ -245,27 +262,60 @@ impl Metrics {
         for (reason, &n) in &counts.quarantined {
             raise_to(&i.rejected.get_or_create(&ReasonLabel { reason: reason.clone() }), n);
         }
-        for (kind, &n) in &counts.alerts {
-            raise_to(&i.alert_records.get_or_create(&KindLabel { kind: kind.clone() }), n);
+        if self.several_rules() {
+            for (rule, by_kind) in &counts.alerts_by_rule {
+                for (kind, &n) in by_kind {
+                    raise_to(&i.alert_records.get_or_create(&alert_kind(Some(rule), kind)), n);
+                }
+            }
+        } else {
+            for (kind, &n) in &counts.alerts {
+                raise_to(&i.alert_records.get_or_create(&alert_kind(None, kind)), n);
+            }
         }
         gauge_from_u64(&i.rule_state_peak, counts.peak_state);
     }
 
     /// The rule's state now (`Engine::state_size`) and the open frames of the frame cutter.
     pub fn set_rule_state(&self, size: &StateSize, open_frames: usize) {
-        let parts = [
+        self.set_rule_states(size, open_frames, &[]);
+    }
+
+    /// The rule state now (`Engine::state_size`), the open frames of the frame cutter, and each
+    /// rule's part of it (`Engine::rule_sizes`). With several rules, high events, incidents and
+    /// members are published per rule (`rule` label) and not in total; with one, in total.
+    pub fn set_rule_states(
+        &self,
+        size: &StateSize,
+        open_frames: usize,
+        rules: &[(&str, StateSize)],
+    ) {
+        let family = &self.inner.families.rule_state;
+        let set =
+            |label: RuleScoped, n: usize| gauge_from_u64(&family.get_or_create(&label), n as u64);
+        let shared = [
             ("machines", size.machines),
             ("sensors", size.sensors),
-            ("high_events", size.high_events),
-            ("incidents", size.incidents),
-            ("members", size.members),
             ("dedup_ids", size.dedup_ids),
             ("open_frames", open_frames),
         ];
-        for (part, n) in parts {
-            let gauge =
-                self.inner.families.rule_state.get_or_create(&PartLabel { part: part.to_owned() });
-            gauge_from_u64(&gauge, n as u64);
+        for (part, n) in shared {
+            set(state_part(None, part), n);
+        }
+        let own = |s: &StateSize| [s.high_events, s.incidents, s.members];
+        if rules.len() > 1 {
+            for part in RULE_PARTS {
+                family.remove(&state_part(None, part));
+            }
+            for (rule, s) in rules {
+                for (part, n) in RULE_PARTS.into_iter().zip(own(s)) {
+                    set(state_part(Some(rule), part), n);
+                }
+            }
+        } else {
+            for (part, n) in RULE_PARTS.into_iter().zip(own(size)) {
+                set(state_part(None, part), n);
+            }
         }
     }
 
@@ -419,10 +469,30 @@ impl Metrics {
         f.allowed_lateness.set(allowed_lateness_ms as f64 / 1000.0);
     }
 
-    /// A rule deciding now (`linegate_rule_info{name,version} 1`, one series per rule).
+    /// A rule deciding now (`linegate_rule_info{name,version} 1`, one series per rule). Once
+    /// there are several, the alert records counted are published per rule, every kind of each
+    /// at 0 from the start.
     pub fn set_rule(&self, name: &str, version: &str) {
+        let f = &self.inner.families;
         let label = RuleLabel { name: name.to_owned(), version: version.to_owned() };
-        self.inner.families.rule_info.get_or_create(&label).set(1);
+        f.rule_info.get_or_create(&label).set(1);
+        let mut rules = self.inner.rules.lock().unwrap_or_else(|e| e.into_inner());
+        if !rules.iter().any(|r| r == name) {
+            rules.push(name.to_owned());
+        }
+        if rules.len() > 1 {
+            for kind in ALERT_KINDS {
+                f.alert_records.remove(&alert_kind(None, kind));
+                for rule in rules.iter() {
+                    drop(f.alert_records.get_or_create(&alert_kind(Some(rule), kind)));
+                }
+            }
+        }
+    }
+
+    /// Whether [`Metrics::set_rule`] named several rules.
+    fn several_rules(&self) -> bool {
+        self.inner.rules.lock().unwrap_or_else(|e| e.into_inner()).len() > 1
     }
 
     /// Records and original bytes in quarantine.
@@ -563,6 +633,76 @@ mod tests {
             has(&m, "linegate_watermark_bound_seconds{machine=\"press-7\",sensor=\"s2\"} 5.0"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn with_one_rule_its_state_and_alerts_carry_no_rule_label() {
+        let m = Metrics::new();
+        m.set_rule("high-vibration", "v1");
+        let mut c = Counts::default();
+        c.alerts.insert("open".into(), 2);
+        m.apply_counts(&c);
+        let size = StateSize { high_events: 5, incidents: 1, members: 3, ..StateSize::default() };
+        m.set_rule_states(&size, 0, &[("high-vibration", size)]);
+        let t = text(&m);
+        assert!(has(&m, "linegate_alert_records_total{kind=\"open\"} 2"), "{t}");
+        assert!(has(&m, "linegate_rule_state_entries{part=\"high_events\"} 5"), "{t}");
+        assert!(!t.contains("rule=\""), "{t}");
+    }
+
+    #[test]
+    fn with_two_rules_each_rules_state_and_alerts_carry_its_label() {
+        let m = Metrics::new();
+        m.set_rule("zone-c", "v1");
+        m.set_rule("bearing", "v2");
+        let t = text(&m);
+        // Every kind of each rule at 0 from the start, and no series without the rule.
+        for rule in ["zone-c", "bearing"] {
+            for kind in ALERT_KINDS {
+                let line =
+                    format!("linegate_alert_records_total{{rule=\"{rule}\",kind=\"{kind}\"}} 0");
+                assert!(has(&m, &line), "{line}\n{t}");
+            }
+        }
+        assert!(!t.contains("linegate_alert_records_total{kind="), "{t}");
+
+        let mut c = Counts::default();
+        c.alerts.insert("open".into(), 3);
+        c.alerts_by_rule.insert("zone-c".into(), [("open".to_owned(), 2)].into());
+        c.alerts_by_rule.insert("bearing".into(), [("open".to_owned(), 1)].into());
+        m.apply_counts(&c);
+        let zone_c = StateSize { high_events: 4, incidents: 1, members: 3, ..StateSize::default() };
+        let bearing =
+            StateSize { high_events: 7, incidents: 2, members: 6, ..StateSize::default() };
+        let total = StateSize {
+            machines: 2,
+            sensors: 5,
+            high_events: 11,
+            incidents: 3,
+            members: 9,
+            dedup_ids: 40,
+        };
+        // A state of one rule first (as before a switch): its totals go once there are two.
+        m.set_rule_states(&total, 1, &[("zone-c", zone_c)]);
+        m.set_rule_states(&total, 1, &[("zone-c", zone_c), ("bearing", bearing)]);
+        let t = text(&m);
+        for line in [
+            "linegate_alert_records_total{rule=\"zone-c\",kind=\"open\"} 2",
+            "linegate_alert_records_total{rule=\"bearing\",kind=\"open\"} 1",
+            "linegate_rule_state_entries{rule=\"zone-c\",part=\"high_events\"} 4",
+            "linegate_rule_state_entries{rule=\"zone-c\",part=\"members\"} 3",
+            "linegate_rule_state_entries{rule=\"bearing\",part=\"high_events\"} 7",
+            "linegate_rule_state_entries{rule=\"bearing\",part=\"incidents\"} 2",
+            "linegate_rule_state_entries{part=\"machines\"} 2",
+            "linegate_rule_state_entries{part=\"dedup_ids\"} 40",
+            "linegate_rule_state_entries{part=\"open_frames\"} 1",
+        ] {
+            assert!(has(&m, line), "{line}\n{t}");
+        }
+        for part in RULE_PARTS {
+            let total = format!("linegate_rule_state_entries{{part=\"{part}\"}}");
+            assert!(!t.contains(&total), "{total} beside the rules' own:\n{t}");
+        }
     }
 
     #[test]

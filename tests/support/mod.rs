@@ -71,6 +71,32 @@ pub fn event_line(machine: &str, sensor: &str, seq: i64, ts: i64, value: f64, at
     )
 }
 
+/// Seconds `from..to` of machine m1's two sensors `a` and `b` (event time from `t0`), one event
+/// each per second, arriving 300 ms late; a burst every 4 minutes (12 s at 0.6 g, then 6 s at
+/// 0.8 g): a threshold of 0.5 sees each burst from its start, one of 0.7 only its second part.
+pub fn burst_lines(t0: i64, from: i64, to: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in from..to {
+        let ts = t0 + s * 1000;
+        for sensor in ["a", "b"] {
+            let value = match s % 240 {
+                30..42 => 0.6,
+                42..48 => 0.8,
+                _ => 0.1,
+            };
+            out.push(event_line("m1", sensor, s + 1, ts, value, ts + 300));
+        }
+    }
+    out
+}
+
+/// Appends `lines` to the trace at `path` (created if need be).
+pub fn append_lines(path: &Path, lines: &[String]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    f.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+}
+
 /// The sections a trace-fed daemon's configuration ends with: `[store]` at `store` (with `extra`
 /// store keys), `[metrics]` on loopback `port`, and one trace source reading `trace` at `speed`.
 pub fn trace_daemon_sections(

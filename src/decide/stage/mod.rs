@@ -701,7 +701,7 @@ fn report_checkpoint(
     m.set_measured_delays(decider.measured_delays());
     m.apply_counts(decider.counts());
     let (size, open_frames) = decider.state_size();
-    m.set_rule_state(&size, open_frames);
+    m.set_rule_states(&size, open_frames, &decider.rule_sizes());
     if let Some(at) = ingest_ms {
         m.set_watermarks(at, decider.watermarks());
     }
