@@ -3,7 +3,8 @@
 # machines (`gen_trace mixed`: disorder within and beyond the watermark bound, duplicates, id
 # conflicts, too-late and future events, poison lines, raw-sample blocks among the events), and
 # its first N lines for each N of LENGTHS, each through `linegate run --exit-at-end --forward
-# local-ack` with sled's cache CACHE (the default `[store] cache` unless set), `replay` of the same lines
+# local-ack` with sled's cache CACHE (the default `[store] cache` unless set) and STORE_KEYS added to
+# `[store]` (e.g. `history = "10m"`), `replay` of the same lines
 # beside it in the same round. Prints per length: the input, `run`'s wall time, lines/s, peak RSS
 # (`/usr/bin/time -v`), the store at its peak (sampled every 0.2 s) against the input, `run`'s
 # RSS by quarter of its run (the median of the samples in each: a level that rises with the
@@ -12,7 +13,7 @@
 # niced on a shared machine.
 # With BIN and GEN set (a linegate and a gen_trace), builds nothing; with TRACE set (a trace
 # `gen_trace mixed` wrote), generates nothing.
-# usage: [CACHE=16MiB] [SEED=1] [BIN=… GEN=…] [TRACE=…] benches/burst_memory.sh [MACHINES=96] [LENGTHS="200000 1000000 4000000"]
+# usage: [CACHE=16MiB] [STORE_KEYS=…] [SEED=1] [BIN=… GEN=…] [TRACE=…] benches/burst_memory.sh [MACHINES=96] [LENGTHS="200000 1000000 4000000"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MACHINES=${1:-96}
@@ -28,7 +29,7 @@ if [ -z "${TRACE:-}" ]; then
     echo "generated: $(cat "$WORK/gen.txt")"
 fi
 echo "trace: $(wc -l < "$FULL") lines, $(du -sb "$FULL" | cut -f1) bytes"
-STORE_CACHE=$CACHE trace_config "$WORK/store" "$WORK/t.jsonl" 0.0 > "$WORK/run.toml"
+STORE_CACHE=$CACHE trace_config "$WORK/store" "$WORK/t.jsonl" 0.0 "${STORE_KEYS:-}" > "$WORK/run.toml"
 
 timed() { # timed NAME COMMAND...: prints "wall rss_kb peak_store_bytes"; RSS samples in NAME.rss
     local name=$1 peak=0 now child
