@@ -282,7 +282,11 @@ fn soak_with_every_fault() {
     // its silence, so record counts never stand still: settled is the trace source's
     // `source_ended` record in the ledger and nothing waiting to be decided or sent.
     drop(modbus.take());
+    // Only the trace's own end counts: a 2-hour run once settled on another `source_ended`
+    // record while the trace was 4 106 lines short of its end; every such record is listed
+    // below and in the failure message.
     let (mut ended, mut last, mut asked_ms) = (false, String::new(), None::<i64>);
+    let mut source_ended = Vec::new();
     let settled = poll(Duration::from_secs(seconds.max(60) + 60), || {
         keep_running(&mut daemon, &config, &marker, &mut salvages);
         let body = scrape(port)?;
@@ -293,15 +297,23 @@ fn soak_with_every_fault() {
         if idle && !ended && asked_ms.is_none_or(|a| now - a >= 2000) {
             asked_ms = Some(now);
             let r = run(linegate(&["dump", "ledger", "--config"]).arg(&config));
-            ended = r.ok() && r.stdout.contains(r#""kind":"source_ended""#);
+            source_ended = r
+                .stdout
+                .lines()
+                .filter(|l| l.contains(r#""kind":"source_ended""#))
+                .map(String::from)
+                .collect::<Vec<_>>();
+            ended = r.ok() && source_ended.iter().any(|l| l.contains(r#""reason":"end_of_trace""#));
         }
         (idle && ended).then_some(())
     });
     if settled.is_none() {
         panic!(
             "the daemon never settled; its log:\n{}\n\
-             the trace source ended (source_ended in the ledger): {ended}; waiting:\n{last}",
-            daemon.log()
+             the trace source ended (source_ended in the ledger): {ended}; waiting:\n{last}\n\
+             source_ended records:\n{}",
+            daemon.log(),
+            source_ended.join("\n")
         );
     }
     daemon.signal("TERM");
@@ -403,6 +415,7 @@ fn soak_with_every_fault() {
         wanted_alerts.len(),
         gaps.len(),
     );
+    println!("soak: source_ended records in the ledger:\n{}", source_ended.join("\n"));
     println!(
         "reconcile: gateway_lost_nothing {}, source_complete {}, silent tails {}",
         report["gateway_lost_nothing"],
