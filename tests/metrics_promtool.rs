@@ -54,7 +54,7 @@ fn populated() -> Metrics {
         members: 3,
         dedup_ids: 800,
     };
-    m.set_rule_state(&size, 4);
+    m.set_rule_states(&size, 4, &[]);
     for s in [0.0004, 0.003, 0.02, 0.2, 30.0] {
         m.observe_processing_latency(s);
         m.observe_journal_commit(s / 2.0);

@@ -96,7 +96,7 @@ fn exported() -> BTreeSet<String> {
     let m = Metrics::new();
     m.set_machine_time("press-7", 2_000, 1_000);
     m.set_watermark_bounds([("press-7", "s1", 1_000)]);
-    m.set_rule_state(&StateSize::default(), 0);
+    m.set_rule_states(&StateSize::default(), 0, &[]);
     m.sensor_overruns("s1", 0);
     m.set_sensor("press-7", "s1", "live", Some(1_000));
     m.gaps_declared("overrun", 0);

@@ -276,11 +276,6 @@ impl Metrics {
         gauge_from_u64(&i.rule_state_peak, counts.peak_state);
     }
 
-    /// The rule's state now (`Engine::state_size`) and the open frames of the frame cutter.
-    pub fn set_rule_state(&self, size: &StateSize, open_frames: usize) {
-        self.set_rule_states(size, open_frames, &[]);
-    }
-
     /// The rule state now (`Engine::state_size`), the open frames of the frame cutter, and each
     /// rule's part of it (`Engine::rule_sizes`). With several rules, high events, incidents and
     /// members are published per rule (`rule` label) and not in total; with one, in total.
