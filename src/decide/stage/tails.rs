@@ -25,6 +25,8 @@ pub(super) struct Tails {
     /// Journal positions from which records came from a source (`None`: released from
     /// quarantine, or of unknown origin), in order, since the last checkpoint.
     origins: Vec<(u64, Option<u16>)>,
+    /// The highest journal position noted: records at or below it are not noted again.
+    noted_through: Option<u64>,
     /// Ends to declare at the next checkpoint: a source's index and what it is, or `None` for the
     /// live sensors the configuration no longer names.
     ends: Vec<(Option<u16>, String)>,
@@ -45,15 +47,25 @@ impl Tails {
             .any(|(k, a)| a.live && !is_configured(&configured, k) && unended(a).is_some());
         Tails {
             origins: Vec::new(),
+            noted_through: None,
             ends: if removed { vec![(None, "configuration".into())] } else { Vec::new() },
             configured,
             rule_versions: [(config.rule.name.clone(), rule_version.to_string())].into(),
         }
     }
 
-    /// Notes where `records` came from.
+    /// Notes where `records` came from. Records at or below a position noted already are
+    /// skipped: when the batches of two sources cross, the decide stage reads the later one's
+    /// hole from the journal first and then receives the earlier batch again, and noting it
+    /// twice would break the runs' order, which [`Tails::attribute`] searches; a run out of order
+    /// once attributed a trace's events to the live source after it, so that a restart declared
+    /// the trace's sensors `removed_from_configuration`.
     pub(super) fn note_origins(&mut self, records: &[JournalRecord]) {
         for r in records {
+            if self.noted_through.is_some_and(|p| r.pos <= p) {
+                continue;
+            }
+            self.noted_through = Some(r.pos);
             let source = r.origin.map(|o| o.source).filter(|&s| s != Origin::RELEASED);
             if self.origins.last().map(|o| o.1) != Some(source) {
                 self.origins.push((r.pos, source));
@@ -217,6 +229,32 @@ mod tests {
         t.attribute(&mut book, &e, &BTreeSet::new());
         t.source_ended(0, "trace x".into());
         assert_eq!(t.declare(&mut book, 4, 100).len(), 1);
+    }
+
+    /// Batches of two sources that cross: the hole is read from the journal, then the earlier
+    /// batch arrives again; its records are not noted twice, so the trace's events after the
+    /// hole stay the trace's, and not the live source's (which would make a restart declare the
+    /// trace's sensors removed from the configuration).
+    #[test]
+    fn crossed_batches_keep_each_event_with_its_own_source() {
+        let mut t = tails();
+        let mut book = SensorBook::default();
+        let live: BTreeSet<u16> = [1].into();
+        // Live records 1..=3 journaled first, trace records 4..=5 sent first; the stage reads
+        // 1..=3 from the journal, decides 4..=5, then receives 1..=3 again.
+        t.note_origins(&[record(1, 1), record(2, 1), record(3, 1)]);
+        t.note_origins(&[record(4, 0), record(5, 0)]);
+        t.note_origins(&[record(1, 1), record(2, 1), record(3, 1)]);
+        let (trace, modbus) = (accepted("t", 1, 5), accepted("l", 1, 2));
+        for e in [&trace, &modbus] {
+            book.absorb(10, e);
+            t.attribute(&mut book, e, &live);
+        }
+        let of = |s: &str| {
+            let a = &book.sensors[&("m".to_string(), s.to_string())];
+            (a.source, a.live)
+        };
+        assert_eq!((of("t"), of("l")), ((Some(0), false), (Some(1), true)));
     }
 
     /// At a start, live sensors the configuration no longer names are declared ended.
