@@ -17,6 +17,7 @@ mod frequency;
 pub mod modbus_map;
 mod mqtt;
 mod raw;
+mod record_size;
 mod rule;
 pub mod rule_version;
 mod rules;
@@ -451,6 +452,7 @@ impl Ctx<'_> {
             sparkplug: self.validate_sparkplug(raw.sparkplug)?,
         };
         self.check_feasible(&config)?;
+        self.check_record_sizes(&config)?;
         Ok(config)
     }
 
