@@ -32,8 +32,7 @@ fn evidence_counts(c: &Config) -> Vec<(String, usize)> {
             .members()
             .iter()
             .filter_map(|m| c.rule_named(m))
-            .map(|r| r.count as usize)
-            .sum();
+            .fold(0usize, |n, r| n.saturating_add(r.count as usize));
         out.push((comp.name.clone(), n));
     }
     out
@@ -42,8 +41,8 @@ fn evidence_counts(c: &Config) -> Vec<(String, usize)> {
 /// The least a record of `entries` evidence entries takes, and what it takes with usual ids.
 fn record_bytes(entries: usize) -> (usize, usize) {
     (
-        RECORD_MIN_BYTES + entries * EVIDENCE_MIN_BYTES,
-        RECORD_USUAL_BYTES + entries * EVIDENCE_USUAL_BYTES,
+        RECORD_MIN_BYTES.saturating_add(entries.saturating_mul(EVIDENCE_MIN_BYTES)),
+        RECORD_USUAL_BYTES.saturating_add(entries.saturating_mul(EVIDENCE_USUAL_BYTES)),
     )
 }
 
@@ -120,6 +119,14 @@ mod tests {
             samples: None,
         };
         serde_json::to_vec(&item).unwrap().len() + 1
+    }
+
+    /// The largest count saturates instead of wrapping (a 32-bit gateway's `usize`).
+    #[test]
+    fn the_largest_count_is_refused() {
+        assert_eq!(record_bytes(usize::MAX).0, usize::MAX);
+        let e = config(u32::MAX, 262_144).unwrap_err();
+        assert!(e.contains("rule.count"), "{e}");
     }
 
     /// The bounds hold for what the serializer writes: the shortest entry is not below the
