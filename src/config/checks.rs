@@ -84,7 +84,7 @@ impl Config {
 
     /// What works only in part, for `check-config` to print, rule by rule: a zone threshold
     /// that resolves for some machines only, an envelope rule that some machines cannot feed,
-    /// alert records above 16 KB (`record_size.rs`).
+    /// alert records above 16 KiB (`record_size.rs`).
     pub fn warnings(&self) -> Vec<String> {
         let mut out: Vec<String> = self.rules().flat_map(|r| self.rule_warnings(r)).collect();
         out.extend(self.record_size_warnings());

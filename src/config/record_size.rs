@@ -38,6 +38,15 @@ fn evidence_counts(c: &Config) -> Vec<(String, usize)> {
     out
 }
 
+/// `n` bytes for people: whole KiB as such, a fraction to one decimal.
+fn kib(n: usize) -> String {
+    if n.is_multiple_of(1024) {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    }
+}
+
 /// The least a record of `entries` evidence entries takes, and what it takes with usual ids.
 fn record_bytes(entries: usize) -> (usize, usize) {
     (
@@ -88,11 +97,11 @@ impl Config {
                 (usual > RECORD_WARN_BYTES).then(|| {
                     format!(
                         "rule {name}: each alert record lists at least {entries} evidence events, \
-                         about {} KB with ids of a usual length (above {} KB; every revision is one \
-                         record in the ledger and at each subscriber; mqtt.max_packet is {} KB)",
-                        usual / 1000,
-                        RECORD_WARN_BYTES / 1000,
-                        self.mqtt.forward.max_packet / 1000
+                         about {} with ids of a usual length (above {}; every revision is one \
+                         record in the ledger and at each subscriber; mqtt.max_packet is {})",
+                        kib(usual),
+                        kib(RECORD_WARN_BYTES),
+                        kib(self.mqtt.forward.max_packet)
                     )
                 })
             })
@@ -148,7 +157,7 @@ mod tests {
     }
 
     /// A count whose records cannot fit a packet is refused naming the key; one that fits is
-    /// accepted, with a warning once its records pass 16 KB.
+    /// accepted, with a warning once its records pass 16 KiB.
     #[test]
     fn records_larger_than_a_packet_are_refused_and_large_ones_warned() {
         let e = config(100, 8192).unwrap_err();
@@ -158,6 +167,7 @@ mod tests {
         let w = big.record_size_warnings();
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("rule high-vibration") && w[0].contains("100 evidence"), "{w:?}");
+        assert!(w[0].contains("about 19.2 KiB") && w[0].contains("is 256 KiB)"), "{w:?}");
         assert!(config(3, 262_144).unwrap().record_size_warnings().is_empty());
     }
 
