@@ -22,18 +22,33 @@ const RECORD_USUAL_BYTES: usize = 700;
 /// benchmark's bound on a record).
 const RECORD_WARN_BYTES: usize = 16 * 1024;
 
-/// Each rule with the number of evidence entries its records carry.
-fn evidence_counts(c: &Config) -> Vec<(String, usize)> {
-    let mut out: Vec<(String, usize)> =
-        c.rules().map(|r| (r.name.clone(), r.count as usize)).collect();
+/// A rule's alert records as the configuration sets them: how many evidence entries they carry
+/// at least, and the key that sets it.
+struct RuleRecords {
+    name: String,
+    entries: usize,
+    key: String,
+}
+
+/// Each rule's records: a measurement rule's `count`, a composite's members' together.
+fn rule_records(c: &Config) -> Vec<RuleRecords> {
+    let mut out: Vec<RuleRecords> = c
+        .rules()
+        .map(|r| RuleRecords {
+            name: r.name.clone(),
+            entries: r.count as usize,
+            key: c.rule_key(r, "count"),
+        })
+        .collect();
     for comp in &c.composites {
-        let n = comp
+        let entries = comp
             .spec
             .members()
             .iter()
             .filter_map(|m| c.rule_named(m))
             .fold(0usize, |n, r| n.saturating_add(r.count as usize));
-        out.push((comp.name.clone(), n));
+        let key = RuleKey { index: Some(comp.index) }.named(&comp.name, comp.kind());
+        out.push(RuleRecords { name: comp.name.clone(), entries, key });
     }
     out
 }
@@ -59,26 +74,18 @@ impl Ctx<'_> {
     /// Refuses a rule whose every alert record is larger than `[mqtt] max_packet`.
     pub(super) fn check_record_sizes(&self, c: &Config) -> Result<()> {
         let max_packet = c.mqtt.forward.max_packet;
-        for (name, entries) in evidence_counts(c) {
+        for RuleRecords { name, entries, key } in rule_records(c) {
             let (least, _) = record_bytes(entries);
             if least <= max_packet {
                 continue;
             }
-            let key = match (
-                c.rules().find(|r| r.name == name),
-                c.composites.iter().find(|k| k.name == name),
-            ) {
-                (Some(r), _) => c.rule_key(r, "count"),
-                (None, Some(k)) => RuleKey { index: Some(k.index) }.named(&name, k.kind()),
-                (None, None) => name.clone(),
-            };
             return Err(self.err(
                 key,
                 format!(
                     "each alert record of rule {name} lists at least {entries} evidence events, \
-                     at least {least} bytes, more than one MQTT packet may carry (mqtt.max_packet = \
-                     {max_packet}): the forwarder could publish none of them; lower the count or \
-                     raise mqtt.max_packet"
+                     {least} bytes or more, more than one MQTT packet may carry \
+                     (mqtt.max_packet = {max_packet} bytes): the forwarder could publish none of \
+                     them; lower the count or raise mqtt.max_packet"
                 ),
             ));
         }
@@ -90,9 +97,9 @@ impl Config {
     /// Rules whose alert records come to more than [`RECORD_WARN_BYTES`] with ids of a usual
     /// length, for [`Config::warnings`].
     pub(super) fn record_size_warnings(&self) -> Vec<String> {
-        evidence_counts(self)
+        rule_records(self)
             .into_iter()
-            .filter_map(|(name, entries)| {
+            .filter_map(|RuleRecords { name, entries, .. }| {
                 let (_, usual) = record_bytes(entries);
                 (usual > RECORD_WARN_BYTES).then(|| {
                     format!(
