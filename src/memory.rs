@@ -5,9 +5,9 @@
 //! frees a lot in bursts — journal lines of raw samples, a decided batch, records the store
 //! truncated — on several threads (tokio workers and blocking threads, sled's I/O threads), so
 //! freed pages stay resident long after. Three settings keep that down: [`limit_arenas`] once at
-//! start (before the runtime's threads exist) caps the arenas at [`ARENA_MAX`] and maps every
-//! allocation of [`MMAP_THRESHOLD`] or more on its own, and [`release_free_memory`] from the
-//! telemetry sampler every second (`malloc_trim(0)` returns the free pages of every arena; it
+//! start (before the runtime's threads exist) caps the arenas at [`ARENA_MAX`] (or at the
+//! environment's `MALLOC_ARENA_MAX`) and maps every allocation of [`MMAP_THRESHOLD`] or more on
+//! its own, and [`release_free_memory`] from the telemetry sampler every second (`malloc_trim(0)` returns the free pages of every arena; it
 //! takes each arena's lock briefly). Elsewhere than glibc they do nothing. The figures behind
 //! both numbers: docs/decisions/0015-the-allocators-settings.md.
 
@@ -22,16 +22,43 @@ pub const ARENA_MAX: i32 = 8;
 /// the threshold as large blocks are freed.
 pub const MMAP_THRESHOLD: i32 = 512 * 1024;
 
-/// Caps glibc's arenas at [`ARENA_MAX`] and sets the mmap threshold to [`MMAP_THRESHOLD`].
-/// Call before spawning threads.
-pub fn limit_arenas() {
+/// The arena cap [`limit_arenas`] set, and a `MALLOC_ARENA_MAX` it could not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arenas {
+    /// The cap set.
+    pub max: i32,
+    /// The environment's `MALLOC_ARENA_MAX` when it was set but not a positive count (then the
+    /// cap is [`ARENA_MAX`]): the caller logs it.
+    pub ignored: Option<String>,
+}
+
+/// The arena cap for the environment's `MALLOC_ARENA_MAX` (`env`, unset: `None`): glibc's own
+/// variable, honoured so that an operator can trade a burst's speed for memory (one or two
+/// arenas: 5–8 MiB less at the peak of a burst, 20–50 % slower; docs/runbook.md); otherwise
+/// [`ARENA_MAX`].
+pub fn arena_cap(env: Option<&str>) -> Arenas {
+    match env {
+        None => Arenas { max: ARENA_MAX, ignored: None },
+        Some(raw) => match raw.trim().parse::<i32>() {
+            Ok(n) if n > 0 => Arenas { max: n, ignored: None },
+            _ => Arenas { max: ARENA_MAX, ignored: Some(raw.to_owned()) },
+        },
+    }
+}
+
+/// Caps glibc's arenas ([`arena_cap`] of the environment's `MALLOC_ARENA_MAX`) and sets the mmap
+/// threshold to [`MMAP_THRESHOLD`]. Call before spawning threads.
+pub fn limit_arenas() -> Arenas {
+    let env = std::env::var("MALLOC_ARENA_MAX").ok();
+    let arenas = arena_cap(env.as_deref());
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code)]
     // SAFETY: mallopt only sets tunables of the allocator; no pointer is involved.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX);
+        libc::mallopt(libc::M_ARENA_MAX, arenas.max);
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     }
+    arenas
 }
 
 /// Returns free memory of every malloc arena to the kernel.
@@ -47,6 +74,17 @@ pub fn release_free_memory() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_sets_the_cap_when_it_is_a_positive_count() {
+        assert_eq!(arena_cap(None), Arenas { max: ARENA_MAX, ignored: None });
+        assert_eq!(arena_cap(Some("1")), Arenas { max: 1, ignored: None });
+        assert_eq!(arena_cap(Some(" 2\n")), Arenas { max: 2, ignored: None });
+        for bad in ["0", "-1", "two", ""] {
+            let got = arena_cap(Some(bad));
+            assert_eq!(got, Arenas { max: ARENA_MAX, ignored: Some(bad.to_owned()) }, "{bad:?}");
+        }
+    }
 
     #[test]
     fn trimming_and_limiting_leave_the_allocator_working() {

@@ -39,7 +39,15 @@ pub(crate) fn run(
     let default_filter = std::env::var("LINEGATE_LOG").unwrap_or_else(|_| "info".to_owned());
     let sink = linegate::telemetry::logging::init(&default_filter)?;
     tracing::debug!(?sink, "logging");
-    linegate::memory::limit_arenas();
+    let arenas = linegate::memory::limit_arenas();
+    match &arenas.ignored {
+        Some(raw) => tracing::warn!(
+            value = %raw,
+            arenas = arenas.max,
+            "MALLOC_ARENA_MAX is not a positive count: ignored, malloc arenas capped at the default"
+        ),
+        None => tracing::debug!(arenas = arenas.max, "malloc arenas capped"),
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let store = linegate::store::StoreOptions {
         cache_bytes: config.store.cache_bytes,
