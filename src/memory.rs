@@ -34,8 +34,8 @@ pub struct Arenas {
 
 /// The arena cap for the environment's `MALLOC_ARENA_MAX` (`env`, unset: `None`): glibc's own
 /// variable, honoured so that an operator can trade a burst's speed for memory (one or two
-/// arenas: 5–8 MiB less at the peak of a burst, 20–50 % slower; docs/runbook.md); otherwise
-/// [`ARENA_MAX`].
+/// arenas: 5–8 MiB less at the peak of a burst, 20–50 % slower; docs/operations.md, the
+/// daemon); otherwise [`ARENA_MAX`].
 pub fn arena_cap(env: Option<&str>) -> Arenas {
     match env {
         None => Arenas { max: ARENA_MAX, ignored: None },
