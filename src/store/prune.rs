@@ -70,37 +70,22 @@ impl Store {
 
     fn prune_inner(&mut self, horizon_ms: i64, max: usize) -> Result<PruneReport> {
         // The pruned sequences are gone from the tree: the ledger starts after them.
-        let mut take = Vec::new();
-        let mut cut = 0;
-        for r in self.ledger_from(1).take(max) {
-            let (seq, rec) = r?;
-            if is_input(&rec.entry) && rec.at_ms >= horizon_ms {
-                break;
-            }
-            if let Some((outbox_seq, _)) = owed(&rec.entry) {
-                if self.outbox_contains(outbox_seq)? {
-                    break;
-                }
-            }
-            let input = is_input(&rec.entry);
-            take.push((seq, rec));
-            if input {
-                cut = take.len();
-            }
-        }
-        take.truncate(cut);
-        if take.is_empty() {
+        let Some(last) = self.prune_through(horizon_ms, max)? else {
             return Ok(PruneReport::default());
-        }
+        };
         // Decoded only when there is something to fold in (the check runs every second).
         let mut summary = self.pruned_summary()?;
         let mut batch = sled::Batch::default();
         let mut report = PruneReport::default();
-        if let Some((last, _)) = take.last() {
-            self.ledger_remove_through(&mut batch, *last)?;
-        }
-        for (seq, rec) in &take {
-            summary.absorb(*seq, rec);
+        self.ledger_remove_through(&mut batch, last)?;
+        // A second pass over the same records, folding them in as they are read: `&mut self`
+        // keeps the ledger as the first pass found it, and no batch of decoded records is held.
+        for r in self.ledger_from(1) {
+            let (seq, rec) = r?;
+            if seq > last {
+                break;
+            }
+            summary.absorb(seq, &rec);
             report.ledger_records += 1;
             if let LedgerEntry::Alert { alert_id, revision, alert_kind, .. } = &rec.entry {
                 let last = match alert_kind.as_str() {
@@ -120,6 +105,28 @@ impl Store {
         self.state.apply_batch(batch).map_err(self.sled_err("apply pruning to tree state"))?;
         self.commits.wrote();
         Ok(report)
+    }
+
+    /// The sequence of the last ledger record to prune (see the module documentation): the last
+    /// decision among the first `max` records before one that must stay; `None` when there is
+    /// none. Reads without keeping what it read.
+    fn prune_through(&self, horizon_ms: i64, max: usize) -> Result<Option<u64>> {
+        let mut last = None;
+        for r in self.ledger_from(1).take(max) {
+            let (seq, rec) = r?;
+            if is_input(&rec.entry) && rec.at_ms >= horizon_ms {
+                break;
+            }
+            if let Some((outbox_seq, _)) = owed(&rec.entry) {
+                if self.outbox_contains(outbox_seq)? {
+                    break;
+                }
+            }
+            if is_input(&rec.entry) {
+                last = Some(seq);
+            }
+        }
+        Ok(last)
     }
 
     /// Adds to `batch` the removal of every ledger record up to `last`, the ledger's first
