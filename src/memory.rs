@@ -7,9 +7,10 @@
 //! freed pages stay resident long after. Three settings keep that down: [`limit_arenas`] once at
 //! start (before the runtime's threads exist) caps the arenas at [`ARENA_MAX`] (or at the
 //! environment's `MALLOC_ARENA_MAX`) and maps every allocation of [`MMAP_THRESHOLD`] or more on
-//! its own, and [`release_free_memory`] from the telemetry sampler every second (`malloc_trim(0)` returns the free pages of every arena; it
-//! takes each arena's lock briefly). Elsewhere than glibc they do nothing. The figures behind
-//! both numbers: docs/decisions/0015-the-allocators-settings.md.
+//! its own, and [`release_free_memory`] from the telemetry sampler every second
+//! (`malloc_trim(0)` returns the free pages of every arena; it takes each arena's lock briefly).
+//! Elsewhere than glibc they do nothing. The figures behind both numbers:
+//! docs/decisions/0015-the-allocators-settings.md.
 
 /// At most this many malloc arenas: fewer than glibc's 8 per core, enough that the decide stage,
 /// the ingest and sled's I/O threads seldom wait for each other's arena lock (with 2, a burst
